@@ -1,0 +1,47 @@
+// Bundles a Worker entry script the way wrangler does: esbuild resolves
+// `import ... from "paceline"` through node_modules with the "workerd"
+// export condition, and the .wasm stays a separate module that workerd
+// compiles (module rule CompiledWasm).
+import { build } from "esbuild";
+import { copyFileSync, mkdirSync, mkdtempSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+export const pkgDir = join(repoRoot, "pkg");
+
+/**
+ * Installs the built pkg/ as `node_modules/paceline` in a fresh folder (as
+ * `npm install ./pkg` would, by link), bundles `entryPath` there, and
+ * returns Miniflare options for the result.
+ */
+export async function bundleWorker(entryPath) {
+  const work = mkdtempSync(join(tmpdir(), "paceline-worker-"));
+  mkdirSync(join(work, "node_modules"));
+  symlinkSync(pkgDir, join(work, "node_modules", "paceline"), "dir");
+  const out = join(work, "out");
+  const entryName = basename(entryPath);
+  copyFileSync(entryPath, join(work, entryName));
+  await build({
+    entryPoints: [join(work, entryName)],
+    outfile: join(out, "worker.mjs"),
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    conditions: ["workerd", "worker", "browser"],
+    external: ["*.wasm"],
+    logLevel: "warning",
+  });
+  copyFileSync(join(pkgDir, "paceline_bg.wasm"), join(out, "paceline_bg.wasm"));
+  return {
+    modules: true,
+    scriptPath: join(out, "worker.mjs"),
+    modulesRoot: out,
+    modulesRules: [
+      { type: "ESModule", include: ["**/*.js", "**/*.mjs"] },
+      { type: "CompiledWasm", include: ["**/*.wasm"] },
+    ],
+    compatibilityDate: "2026-04-01",
+  };
+}

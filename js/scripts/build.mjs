@@ -1,0 +1,87 @@
+// Builds the npm package from wasm-pack.toml: wasm-pack per target, wasm-opt,
+// the Workers entry, and a size report checked against the budget.
+import { execFileSync } from "node:child_process";
+import { readFileSync, writeFileSync, statSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { gzipSync } from "node:zlib";
+import { parse } from "smol-toml";
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const config = parse(readFileSync(join(root, "wasm-pack.toml"), "utf8"));
+const OUT_NAME = "paceline";
+// binaryen from npm (pinned in js/package-lock.json). Debian bookworm's
+// wasm-opt 108 rewrites the externref table that wasm-bindgen 0.2.130 emits
+// and the module then fails initSync with "WebAssembly.Table.set(): Argument
+// 1 is invalid for table".
+const wasmOpt = join(root, "js/node_modules/.bin/wasm-opt");
+
+function run(cmd, args) {
+  execFileSync(cmd, args, { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
+}
+
+function addWorkerdEntry(outDir) {
+  const entry = `${OUT_NAME}_workerd.js`;
+  writeFileSync(
+    join(outDir, entry),
+    [
+      "// Workers entry: workerd compiles the .wasm at deploy time and hands it",
+      "// over as a WebAssembly.Module, so instantiation is synchronous.",
+      `import wasm from "./${OUT_NAME}_bg.wasm";`,
+      `import { initSync } from "./${OUT_NAME}.js";`,
+      "initSync({ module: wasm });",
+      `export * from "./${OUT_NAME}.js";`,
+      "",
+    ].join("\n"),
+  );
+  writeFileSync(
+    join(outDir, `${OUT_NAME}_workerd.d.ts`),
+    `export * from "./${OUT_NAME}.js";\n`,
+  );
+  const pkgPath = join(outDir, "package.json");
+  const pkg = JSON.parse(readFileSync(pkgPath, "utf8"));
+  pkg.files = [...new Set([...(pkg.files ?? []), entry, `${OUT_NAME}_workerd.d.ts`])];
+  // The entry's initSync is a side effect a bundler must keep.
+  pkg.sideEffects = [...new Set([...(pkg.sideEffects ?? []), `./${entry}`])];
+  pkg.exports = {
+    ".": {
+      types: `./${OUT_NAME}.d.ts`,
+      workerd: `./${entry}`,
+      default: `./${OUT_NAME}.js`,
+    },
+    [`./${OUT_NAME}_bg.wasm`]: `./${OUT_NAME}_bg.wasm`,
+  };
+  writeFileSync(pkgPath, `${JSON.stringify(pkg, null, 2)}\n`);
+}
+
+const budget = config["size-budget"]?.["gzip-bytes"];
+let overBudget = false;
+for (const target of config.target) {
+  const outDir = join(root, target["out-dir"]);
+  run("wasm-pack", [
+    "build",
+    "--release",
+    "--target",
+    target.name,
+    "--out-dir",
+    outDir,
+    "--out-name",
+    OUT_NAME,
+  ]);
+  const wasmPath = join(outDir, `${OUT_NAME}_bg.wasm`);
+  const before = statSync(wasmPath).size;
+  run(wasmOpt, [...config["wasm-opt"].flags, wasmPath, "-o", wasmPath]);
+  if (target["workerd-entry"]) addWorkerdEntry(outDir);
+  const raw = statSync(wasmPath).size;
+  const gzip = gzipSync(readFileSync(wasmPath), { level: 9 }).length;
+  console.log(
+    `paceline ${target.name}: ${target["out-dir"]}/${OUT_NAME}_bg.wasm ` +
+      `${raw} bytes raw (${before} before wasm-opt), ${gzip} bytes gzip` +
+      (budget ? ` (budget ${budget})` : ""),
+  );
+  if (budget && gzip > budget) overBudget = true;
+}
+if (overBudget) {
+  console.error("paceline: the .wasm is over its gzip size budget");
+  process.exit(1);
+}

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Every test, in the three places the package must work: native Rust, the
+# wasm build in headless Chromium, and the built npm package in workerd.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$HOME/.cargo/bin:$PATH"
+step() { printf '\n== %s\n' "$*"; }
+
+step "bootstrap"
+scripts/bootstrap.sh test
+
+step "format and lints (native and wasm32)"
+cargo fmt --all -- --check
+cargo clippy --all-targets -- -D warnings
+cargo clippy --all-targets --target wasm32-unknown-unknown -- -D warnings
+
+step "the native core builds without the JS binding crates"
+if cargo tree -e normal --prefix none | grep -E '^(wasm-bindgen|js-sys|web-sys|wasm-bindgen-futures) '; then
+  echo "a JS binding crate is in the native dependency tree" >&2
+  exit 1
+fi
+
+step "tier 1: native (cargo test)"
+cargo test --all-targets
+
+step "build the npm package"
+node js/scripts/build.mjs
+
+step "tier 2: wasm in headless Chromium (wasm-pack test)"
+CHROMEDRIVER="$(command -v chromedriver)" wasm-pack test --headless --chrome -- --test web
+
+step "tier 3: the package in workerd (node --test)"
+(cd js && node --test test/*.test.mjs)

@@ -1,0 +1,18 @@
+//! paceline paces outbound calls to third-party provider APIs across many
+//! worker isolates that share each provider's limit through one gateway.
+//!
+//! The crate is a pure core ([`protocol`], [`time`], and the scheduler and
+//! client modules built on them) plus one bindings module, `wasm`, compiled
+//! only for `wasm32` and the only place that touches JS.
+
+pub mod error;
+pub mod protocol;
+pub mod time;
+
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;
+
+pub use error::{Detail, Error, ErrorCode, Result};
+
+/// The crate's version, as the npm package reports it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,91 @@
+//! The budget endpoint: charge run-wide counters all-or-nothing.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::json::as_object;
+use super::limits;
+use super::Message;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetCharge {
+    pub key: String,
+    pub amount: u64,
+    pub limit: u64,
+}
+
+/// `POST /v1/budget/charge`. Retrying with the same `reservationId` returns
+/// the first answer and counts once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChargeRequest {
+    pub root_run_id: String,
+    pub reservation_id: String,
+    pub charges: Vec<BudgetCharge>,
+}
+
+impl Message for ChargeRequest {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        let items = f.array("charges", 1, limits::MAX_CHARGES)?;
+        let mut charges: Vec<BudgetCharge> = Vec::with_capacity(items.len());
+        for (i, item) in items.iter().enumerate() {
+            let c = as_object(item, &f.item_path("charges", i))?;
+            let charge = BudgetCharge {
+                key: c.string("key", limits::MAX_ID_BYTES)?.to_owned(),
+                amount: c.integer("amount", 1, limits::MAX_BUDGET)?,
+                limit: c.integer("limit", 0, limits::MAX_BUDGET)?,
+            };
+            if charges.iter().any(|seen| seen.key == charge.key) {
+                return Err(Error::invalid(format!(
+                    "{} repeats the key {:?}; charge each key once per request",
+                    c.name("key"),
+                    charge.key
+                )));
+            }
+            charges.push(charge);
+        }
+        Ok(ChargeRequest {
+            root_run_id: f.string("rootRunId", limits::MAX_ID_BYTES)?.to_owned(),
+            reservation_id: f.string("reservationId", limits::MAX_ID_BYTES)?.to_owned(),
+            charges,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChargeResponse {
+    /// The run's counters after this charge, for the keys it named.
+    pub counters: BTreeMap<String, u64>,
+}
+
+impl Message for ChargeResponse {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        let counters = match value.get("counters") {
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(key, v)| {
+                    v.as_u64().map(|n| (key.clone(), n)).ok_or_else(|| {
+                        Error::invalid(format!(
+                            "{} must be an integer >= 0, got {v}",
+                            f.name(&format!("counters.{key}"))
+                        ))
+                    })
+                })
+                .collect::<Result<_>>()?,
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "counters must be an object, got {other}"
+                )))
+            }
+            None => return Err(Error::invalid("counters is required and must be an object")),
+        };
+        Ok(ChargeResponse { counters })
+    }
+}

@@ -1,0 +1,232 @@
+//! Reads fields out of a decoded JSON object and turns every way a field can
+//! be wrong into an `INVALID_INPUT` error that names the field (with its path
+//! inside arrays) and shows what was sent.
+
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+
+/// How much of an offending value an error message quotes.
+const QUOTE_LIMIT: usize = 48;
+
+pub(crate) fn quote(value: &Value) -> String {
+    let text = value.to_string();
+    if text.len() <= QUOTE_LIMIT {
+        return text;
+    }
+    let mut cut = QUOTE_LIMIT;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…", &text[..cut])
+}
+
+pub(crate) fn as_object<'a>(value: &'a Value, path: &str) -> Result<Fields<'a>> {
+    match value {
+        Value::Object(map) => Ok(Fields {
+            map,
+            path: path.to_owned(),
+        }),
+        other => Err(Error::invalid(format!(
+            "{} must be an object, got {}",
+            if path.is_empty() { "body" } else { path },
+            quote(other)
+        ))),
+    }
+}
+
+/// A JSON object being read, with the path that names it in errors.
+pub(crate) struct Fields<'a> {
+    map: &'a Map<String, Value>,
+    path: String,
+}
+
+impl<'a> Fields<'a> {
+    pub fn name(&self, field: &str) -> String {
+        if self.path.is_empty() {
+            field.to_owned()
+        } else {
+            format!("{}.{}", self.path, field)
+        }
+    }
+
+    /// A field that is absent and one that is `null` mean the same: JS
+    /// callers write `undefined` and `null` interchangeably.
+    fn present(&self, field: &str) -> Option<&'a Value> {
+        self.map.get(field).filter(|v| !v.is_null())
+    }
+
+    fn wrong(&self, field: &str, expected: &str, got: &Value) -> Error {
+        Error::invalid(format!(
+            "{} must be {expected}, got {}",
+            self.name(field),
+            quote(got)
+        ))
+    }
+
+    fn missing(&self, field: &str, expected: &str) -> Error {
+        Error::invalid(format!(
+            "{} is required and must be {expected}",
+            self.name(field)
+        ))
+    }
+
+    pub fn string(&self, field: &str, max_len: usize) -> Result<&'a str> {
+        let expected = "a non-empty string";
+        let value = self
+            .present(field)
+            .ok_or_else(|| self.missing(field, expected))?;
+        self.check_string(field, value, max_len, expected)
+    }
+
+    pub fn opt_string(&self, field: &str, max_len: usize) -> Result<Option<&'a str>> {
+        match self.present(field) {
+            None => Ok(None),
+            Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+            Some(value) => self
+                .check_string(field, value, max_len, "a string")
+                .map(Some),
+        }
+    }
+
+    fn check_string(
+        &self,
+        field: &str,
+        value: &'a Value,
+        max_len: usize,
+        expected: &str,
+    ) -> Result<&'a str> {
+        match value {
+            Value::String(s) if s.trim().is_empty() => Err(self.wrong(field, expected, value)),
+            Value::String(s) if s.len() > max_len => Err(Error::invalid(format!(
+                "{} must be at most {max_len} bytes, got {}",
+                self.name(field),
+                s.len()
+            ))),
+            Value::String(s) => Ok(s),
+            other => Err(self.wrong(field, expected, other)),
+        }
+    }
+
+    /// An integer in `min..=max`. `3.0` counts as the integer 3 (JS has one
+    /// number type); `3.5`, strings and booleans do not.
+    pub fn integer(&self, field: &str, min: u64, max: u64) -> Result<u64> {
+        let expected = integer_kind(min, max);
+        let value = self
+            .present(field)
+            .ok_or_else(|| self.missing(field, &expected))?;
+        self.check_integer(field, value, min, max, &expected)
+    }
+
+    pub fn opt_integer(&self, field: &str, min: u64, max: u64) -> Result<Option<u64>> {
+        let expected = integer_kind(min, max);
+        self.present(field)
+            .map(|v| self.check_integer(field, v, min, max, &expected))
+            .transpose()
+    }
+
+    fn check_integer(
+        &self,
+        field: &str,
+        value: &Value,
+        min: u64,
+        max: u64,
+        expected: &str,
+    ) -> Result<u64> {
+        let n = match value {
+            Value::Number(n) => n,
+            other => return Err(self.wrong(field, expected, other)),
+        };
+        let as_int = n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+                .map(|f| f as u64)
+        });
+        match as_int {
+            Some(i) if (min..=max).contains(&i) => Ok(i),
+            _ => Err(self.wrong(field, expected, value)),
+        }
+    }
+
+    /// A finite number in `(0, max]`.
+    pub fn opt_positive_number(&self, field: &str, max: f64) -> Result<Option<f64>> {
+        let expected = format!("a positive number at most {max}");
+        self.present(field)
+            .map(|value| match value.as_f64() {
+                Some(f) if f.is_finite() && f > 0.0 && f <= max => Ok(f),
+                _ => Err(self.wrong(field, &expected, value)),
+            })
+            .transpose()
+    }
+
+    /// A finite number `>= 0`, rounded up to a whole millisecond: a later
+    /// time is always the safe reading of someone else's fractional one.
+    pub fn millis(&self, field: &str) -> Result<u64> {
+        let expected = "a finite number of milliseconds >= 0";
+        let value = self
+            .present(field)
+            .ok_or_else(|| self.missing(field, expected))?;
+        self.check_millis(field, value, expected)
+    }
+
+    pub fn opt_millis(&self, field: &str) -> Result<Option<u64>> {
+        self.present(field)
+            .map(|v| self.check_millis(field, v, "a finite number of milliseconds >= 0"))
+            .transpose()
+    }
+
+    fn check_millis(&self, field: &str, value: &Value, expected: &str) -> Result<u64> {
+        millis_of(value).ok_or_else(|| self.wrong(field, expected, value))
+    }
+
+    pub fn opt_array(&self, field: &str, max_len: usize) -> Result<Option<&'a [Value]>> {
+        match self.present(field) {
+            None => Ok(None),
+            Some(Value::Array(items)) if items.len() > max_len => Err(Error::invalid(format!(
+                "{} may hold at most {max_len} items, got {}",
+                self.name(field),
+                items.len()
+            ))),
+            Some(Value::Array(items)) => Ok(Some(items)),
+            Some(other) => Err(self.wrong(field, "an array", other)),
+        }
+    }
+
+    pub fn array(&self, field: &str, min_len: usize, max_len: usize) -> Result<&'a [Value]> {
+        let items = self
+            .opt_array(field, max_len)?
+            .ok_or_else(|| self.missing(field, "an array"))?;
+        if items.len() < min_len {
+            return Err(Error::invalid(format!(
+                "{} must hold at least {min_len} item{}, got {}",
+                self.name(field),
+                if min_len == 1 { "" } else { "s" },
+                items.len()
+            )));
+        }
+        Ok(items)
+    }
+
+    pub fn item_path(&self, field: &str, index: usize) -> String {
+        format!("{}[{index}]", self.name(field))
+    }
+}
+
+pub(crate) fn millis_of(value: &Value) -> Option<u64> {
+    if let Some(i) = value.as_u64() {
+        return Some(i);
+    }
+    value
+        .as_f64()
+        .filter(|f| f.is_finite() && *f >= 0.0 && *f <= u64::MAX as f64)
+        .map(|f| f.ceil() as u64)
+}
+
+fn integer_kind(min: u64, max: u64) -> String {
+    match (min, max) {
+        (1, u64::MAX) => "a positive integer".to_owned(),
+        (0, u64::MAX) => "an integer >= 0".to_owned(),
+        (1, max) => format!("a positive integer at most {max}"),
+        (min, max) => format!("an integer from {min} to {max}"),
+    }
+}

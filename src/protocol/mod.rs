@@ -1,0 +1,69 @@
+//! The wire protocol between clients and the gateway: JSON over HTTP, with
+//! the seeds' camelCase field names so a TypeScript runtime built on them can
+//! switch to this gateway.
+//!
+//! Decoding validates: a message that comes back from [`decode`] is in range
+//! and every bad field was reported by name. Unknown fields are ignored.
+
+mod budget;
+mod error_body;
+mod json;
+mod rate;
+mod rule;
+
+pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
+pub use error_body::{ErrorBody, ErrorFields};
+pub use rate::{
+    AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
+    ReleaseResponse,
+};
+pub use rule::{has_concurrency, rules_signature, PacingRule};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The bounds a message must stay inside. They keep one request from
+/// costing the gateway unbounded memory or time.
+pub mod limits {
+    pub const MAX_BODY_BYTES: usize = 64 * 1024;
+    pub const MAX_REQUESTED: u64 = 1_000;
+    pub const MAX_RULES: usize = 8;
+    pub const MAX_REQUESTS_PER_WINDOW: u64 = 1_000_000;
+    /// 31 days: long enough for a monthly quota.
+    pub const MAX_WINDOW_MS: u64 = 31 * 24 * 3_600_000;
+    pub const MAX_CONCURRENCY: u64 = 100_000;
+    pub const MAX_RPS: f64 = 1_000_000.0;
+    pub const MAX_COOLDOWN_MS: u64 = 24 * 3_600_000;
+    pub const MAX_ID_BYTES: usize = 256;
+    pub const MAX_TOKEN_BYTES: usize = 1_024;
+    pub const MAX_RELEASE_BATCH: usize = 1_000;
+    pub const MAX_OBSERVED_SUCCESSES: u64 = 1_000_000;
+    pub const MAX_CHARGES: usize = 16;
+    pub const MAX_BUDGET: u64 = 1_000_000_000;
+}
+
+/// A message of the protocol: it decodes from JSON with validation and
+/// encodes with serde.
+pub trait Message: Serialize + Sized {
+    fn from_value(value: &Value) -> Result<Self>;
+}
+
+/// Decodes and validates one message from a request or response body.
+pub fn decode<M: Message>(body: &[u8]) -> Result<M> {
+    if body.len() > limits::MAX_BODY_BYTES {
+        return Err(Error::invalid(format!(
+            "body is {} bytes; the limit is {}",
+            body.len(),
+            limits::MAX_BODY_BYTES
+        )));
+    }
+    let value: Value = serde_json::from_slice(body)
+        .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
+    M::from_value(&value)
+}
+
+pub fn encode<M: Serialize>(message: &M) -> String {
+    serde_json::to_string(message).expect("protocol messages always serialize")
+}

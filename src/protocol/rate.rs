@@ -1,0 +1,247 @@
+//! The rate endpoints: acquire scheduled permits, release concurrency leases,
+//! report a provider's backpressure.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::json::{as_object, millis_of, quote, Fields};
+use super::limits;
+use super::rule::{rules_from, PacingRule};
+use super::Message;
+use crate::error::{Error, Result};
+
+/// `POST /v1/rate/acquire`: ask for up to `requested` permits of a bucket.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcquireRequest {
+    pub bucket_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_scope_token: Option<String>,
+    pub rules: Vec<PacingRule>,
+    pub requested: u64,
+    /// Confirmed provider successes since this client's previous acquire.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub observed_successes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler_schema: Option<String>,
+}
+
+impl Message for AcquireRequest {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        Ok(AcquireRequest {
+            bucket_id: f.string("bucketId", limits::MAX_ID_BYTES)?.to_owned(),
+            rate_scope_token: scope_token(&f)?,
+            rules: rules_from(&f, "rules")?,
+            requested: f.integer("requested", 1, limits::MAX_REQUESTED)?,
+            observed_successes: f
+                .opt_integer("observedSuccesses", 0, limits::MAX_OBSERVED_SUCCESSES)?
+                .unwrap_or(0),
+            scheduler_schema: schema(&f)?,
+        })
+    }
+}
+
+/// The gateway's answer to an acquire. `granted == 0` is a refusal with the
+/// time to wait, not an error.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AcquireResponse {
+    pub granted: u64,
+    pub wait_ms: u64,
+    /// One globally reserved dispatch time per granted permit, earliest
+    /// first. An older gateway sends none; its permits are usable at once.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduled_at_ms: Option<Vec<u64>>,
+    /// One lease per permit when a rule bounds concurrency.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_ids: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effective_requests_per_second: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cooldown_until_ms: Option<u64>,
+    /// The gateway's clock when it answered, so a client can correct its own
+    /// skew before sleeping until a scheduled time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_now_ms: Option<u64>,
+}
+
+impl Message for AcquireResponse {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        let granted = f.integer("granted", 0, limits::MAX_REQUESTED)?;
+        let scheduled_at_ms = f
+            .opt_array("scheduledAtMs", limits::MAX_REQUESTED as usize)?
+            .map(|items| millis_list(&f, "scheduledAtMs", items))
+            .transpose()?;
+        if let Some(times) = &scheduled_at_ms {
+            if times.len() as u64 != granted {
+                return Err(Error::invalid(format!(
+                    "scheduledAtMs must hold one time per granted permit: granted {granted}, got {} times",
+                    times.len()
+                )));
+            }
+        }
+        let lease_ids = f
+            .opt_array("leaseIds", limits::MAX_REQUESTED as usize)?
+            .map(|items| lease_id_list(&f, "leaseIds", items))
+            .transpose()?;
+        if let Some(ids) = &lease_ids {
+            if !ids.is_empty() && ids.len() as u64 != granted {
+                return Err(Error::invalid(format!(
+                    "leaseIds must hold one lease per granted permit: granted {granted}, got {} leases",
+                    ids.len()
+                )));
+            }
+        }
+        Ok(AcquireResponse {
+            granted,
+            wait_ms: f.millis("waitMs")?,
+            scheduled_at_ms,
+            lease_ids,
+            effective_requests_per_second: f
+                .opt_positive_number("effectiveRequestsPerSecond", f64::MAX)?,
+            cooldown_until_ms: f.opt_millis("cooldownUntilMs")?,
+            server_now_ms: f.opt_millis("serverNowMs")?,
+        })
+    }
+}
+
+/// `POST /v1/rate/release`: hand concurrency leases back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseRequest {
+    pub bucket_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_scope_token: Option<String>,
+    pub rules: Vec<PacingRule>,
+    pub lease_ids: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler_schema: Option<String>,
+}
+
+impl Message for ReleaseRequest {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        let lease_ids = f.array("leaseIds", 0, limits::MAX_RELEASE_BATCH)?;
+        Ok(ReleaseRequest {
+            bucket_id: f.string("bucketId", limits::MAX_ID_BYTES)?.to_owned(),
+            rate_scope_token: scope_token(&f)?,
+            rules: rules_from(&f, "rules")?,
+            lease_ids: lease_id_list(&f, "leaseIds", lease_ids)?,
+            scheduler_schema: schema(&f)?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReleaseResponse {
+    /// How many of the ids named a live lease (unknown and expired ids are
+    /// a no-op, not an error).
+    pub released: u64,
+}
+
+impl Message for ReleaseResponse {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        Ok(ReleaseResponse {
+            released: f.integer("released", 0, u64::MAX)?,
+        })
+    }
+}
+
+/// `POST /v1/rate/penalize`: the provider answered 429 with this Retry-After.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PenalizeRequest {
+    pub bucket_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_scope_token: Option<String>,
+    pub cooldown_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler_schema: Option<String>,
+}
+
+impl Message for PenalizeRequest {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        Ok(PenalizeRequest {
+            bucket_id: f.string("bucketId", limits::MAX_ID_BYTES)?.to_owned(),
+            rate_scope_token: scope_token(&f)?,
+            cooldown_ms: f.integer("cooldownMs", 1, limits::MAX_COOLDOWN_MS)?,
+            scheduler_schema: schema(&f)?,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PenalizeResponse {
+    pub effective_requests_per_second: f64,
+    pub cooldown_until_ms: u64,
+}
+
+impl Message for PenalizeResponse {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        Ok(PenalizeResponse {
+            effective_requests_per_second: f
+                .opt_positive_number("effectiveRequestsPerSecond", f64::MAX)?
+                .ok_or_else(|| {
+                    Error::invalid(
+                        "effectiveRequestsPerSecond is required and must be a positive number",
+                    )
+                })?,
+            cooldown_until_ms: f.millis("cooldownUntilMs")?,
+        })
+    }
+}
+
+fn scope_token(f: &Fields<'_>) -> Result<Option<String>> {
+    Ok(f.opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?
+        .map(|t| t.trim().to_owned()))
+}
+
+fn schema(f: &Fields<'_>) -> Result<Option<String>> {
+    Ok(f.opt_string("schedulerSchema", limits::MAX_ID_BYTES)?
+        .map(str::to_owned))
+}
+
+fn millis_list(f: &Fields<'_>, field: &str, items: &[Value]) -> Result<Vec<u64>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| {
+            millis_of(v).ok_or_else(|| {
+                Error::invalid(format!(
+                    "{} must be a finite number of milliseconds >= 0, got {}",
+                    f.item_path(field, i),
+                    quote(v)
+                ))
+            })
+        })
+        .collect()
+}
+
+fn lease_id_list(f: &Fields<'_>, field: &str, items: &[Value]) -> Result<Vec<String>> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            Value::String(s) if !s.trim().is_empty() && s.len() <= limits::MAX_ID_BYTES => {
+                Ok(s.clone())
+            }
+            other => Err(Error::invalid(format!(
+                "{} must be a non-empty lease id string of at most {} bytes, got {}",
+                f.item_path(field, i),
+                limits::MAX_ID_BYTES,
+                quote(other)
+            ))),
+        })
+        .collect()
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}

@@ -1,0 +1,98 @@
+//! `PacingRule`: "at most `requestsPerWindow` calls in any `windowMs`", with an
+//! optional cap on calls in flight and an optional ceiling for adaptive
+//! recovery.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::json::{as_object, Fields};
+use super::limits;
+use crate::error::Result;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PacingRule {
+    pub requests_per_window: u64,
+    pub window_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_concurrency: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub adaptive_max_rps: Option<f64>,
+}
+
+impl PacingRule {
+    pub fn new(requests_per_window: u64, window_ms: u64) -> Self {
+        PacingRule {
+            requests_per_window,
+            window_ms,
+            max_concurrency: None,
+            adaptive_max_rps: None,
+        }
+    }
+
+    pub fn with_max_concurrency(mut self, max: u64) -> Self {
+        self.max_concurrency = Some(max);
+        self
+    }
+
+    pub fn with_adaptive_max_rps(mut self, rps: f64) -> Self {
+        self.adaptive_max_rps = Some(rps);
+        self
+    }
+
+    /// The rule's rate in requests per second.
+    pub fn requests_per_second(&self) -> f64 {
+        self.requests_per_window as f64 * 1_000.0 / self.window_ms as f64
+    }
+
+    pub(crate) fn from_value(value: &Value, path: &str) -> Result<Self> {
+        let fields = as_object(value, path)?;
+        Self::from_fields(&fields)
+    }
+
+    fn from_fields(f: &Fields<'_>) -> Result<Self> {
+        Ok(PacingRule {
+            requests_per_window: f.integer(
+                "requestsPerWindow",
+                1,
+                limits::MAX_REQUESTS_PER_WINDOW,
+            )?,
+            window_ms: f.integer("windowMs", 1, limits::MAX_WINDOW_MS)?,
+            max_concurrency: f.opt_integer("maxConcurrency", 1, limits::MAX_CONCURRENCY)?,
+            adaptive_max_rps: f.opt_positive_number("adaptiveMaxRps", limits::MAX_RPS)?,
+        })
+    }
+}
+
+pub(crate) fn rules_from(f: &Fields<'_>, field: &str) -> Result<Vec<PacingRule>> {
+    f.array(field, 1, limits::MAX_RULES)?
+        .iter()
+        .enumerate()
+        .map(|(i, v)| PacingRule::from_value(v, &f.item_path(field, i)))
+        .collect()
+}
+
+/// A canonical text for a set of rules, independent of their order, so two
+/// requests that describe the same limits map to the same bucket state.
+pub fn rules_signature(rules: &[PacingRule]) -> String {
+    let mut parts: Vec<String> = rules
+        .iter()
+        .map(|r| {
+            format!(
+                "{}/{}:{}:{}",
+                r.requests_per_window,
+                r.window_ms,
+                r.max_concurrency.map_or(String::new(), |c| c.to_string()),
+                r.adaptive_max_rps.map_or(String::new(), |c| c.to_string()),
+            )
+        })
+        .collect();
+    parts.sort();
+    parts.join("|")
+}
+
+/// Whether any rule bounds calls in flight, which makes every permit carry a
+/// lease that must be released.
+pub fn has_concurrency(rules: &[PacingRule]) -> bool {
+    rules.iter().any(|r| r.max_concurrency.is_some())
+}

@@ -1,0 +1,8 @@
+//! The JS face of paceline. Everything here is a thin adapter: it converts
+//! JS values to the core's types, calls the core, and converts back.
+
+mod clock;
+mod error;
+pub mod protocol;
+
+pub use clock::JsClock;

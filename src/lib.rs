@@ -6,6 +6,7 @@
 //! only for `wasm32` and the only place that touches JS.
 
 pub mod error;
+pub mod gateway;
 pub mod protocol;
 pub mod time;
 

@@ -178,7 +178,9 @@ impl Message for PenalizeRequest {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PenalizeResponse {
-    pub effective_requests_per_second: f64,
+    /// Absent when the gateway has not yet seen the bucket's rules.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effective_requests_per_second: Option<f64>,
     pub cooldown_until_ms: u64,
 }
 
@@ -187,12 +189,7 @@ impl Message for PenalizeResponse {
         let f = as_object(value, "")?;
         Ok(PenalizeResponse {
             effective_requests_per_second: f
-                .opt_positive_number("effectiveRequestsPerSecond", f64::MAX)?
-                .ok_or_else(|| {
-                    Error::invalid(
-                        "effectiveRequestsPerSecond is required and must be a positive number",
-                    )
-                })?,
+                .opt_positive_number("effectiveRequestsPerSecond", f64::MAX)?,
             cooldown_until_ms: f.millis("cooldownUntilMs")?,
         })
     }

@@ -1,0 +1,267 @@
+//! A bucket: everything the gateway knows about one provider limit shared by
+//! many clients. All of them draw dispatch times from one set of timelines,
+//! so the rules hold across clients, not per client.
+
+use super::adaptive::AdaptiveRate;
+use super::leases::{LeaseIds, LeaseTable};
+use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
+use crate::error::{Error, Result};
+use crate::protocol::{AcquireResponse, PacingRule};
+
+/// With every concurrency slot taken, the wait a refusal suggests when no
+/// lease expires sooner: a release may free a slot at any moment.
+pub(crate) const CONCURRENCY_RETRY_MS: u64 = 100;
+
+/// Timelines a bucket may hold at once, current and retiring. Clients that
+/// disagree about a provider's rules would otherwise grow it without bound.
+pub(crate) const MAX_TIMELINES: usize = 32;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Bucket {
+    pub rules: Vec<PacingRule>,
+    pub signature: String,
+    /// One per current rule, plus retiring ones of rules no longer sent.
+    pub timelines: Vec<Timeline>,
+    /// `None` until the first acquire names the rules (a 429 can be reported
+    /// for a bucket the gateway has not seen yet).
+    pub adaptive: Option<AdaptiveRate>,
+    /// The adaptive rate's own timeline: spacing `1 / rate`.
+    pub adaptive_tat: Micros,
+    /// No permit is placed before this time; a 429 reported before it is
+    /// part of the same overload and does not cut the rate again.
+    pub cooldown_until: Micros,
+    /// A 429 arrived before the rules did: cut once they are known.
+    pub pending_cut: bool,
+    pub leases: LeaseTable,
+    /// The latest dispatch time handed out, where a new rule's timeline
+    /// starts.
+    pub last_at: Option<Micros>,
+}
+
+/// What an acquire produced, before it becomes a wire response.
+pub(crate) struct Grant {
+    pub times: Vec<u64>,
+    pub lease_ids: Option<Vec<String>>,
+    pub wait_ms: u64,
+}
+
+impl Bucket {
+    /// A bucket whose first permit can be no earlier than `floor`.
+    pub fn new(floor: Micros) -> Self {
+        Bucket {
+            rules: Vec::new(),
+            signature: String::new(),
+            timelines: Vec::new(),
+            adaptive: None,
+            adaptive_tat: floor,
+            cooldown_until: floor,
+            pending_cut: false,
+            leases: LeaseTable::default(),
+            last_at: None,
+        }
+    }
+
+    pub fn max_concurrency(&self) -> Option<u64> {
+        self.rules.iter().filter_map(|r| r.max_concurrency).min()
+    }
+
+    /// The rate the rules allow: the strictest rule's, lowered further by any
+    /// `adaptiveMaxRps`.
+    pub fn configured_rps(rules: &[PacingRule]) -> f64 {
+        rules
+            .iter()
+            .map(|r| {
+                let rps = r.requests_per_second();
+                r.adaptive_max_rps.map_or(rps, |max| rps.min(max))
+            })
+            .fold(f64::INFINITY, f64::min)
+    }
+
+    pub fn effective_rps(&self) -> Option<f64> {
+        self.adaptive.as_ref().map(AdaptiveRate::rate)
+    }
+
+    /// Refuses a rules change that would take the bucket past
+    /// [`MAX_TIMELINES`], before anything changes.
+    pub fn check_rules_change(
+        &self,
+        rules: &[PacingRule],
+        signature: &str,
+        bucket_id: &str,
+    ) -> Result<()> {
+        if signature == self.signature {
+            return Ok(());
+        }
+        let added = rules
+            .iter()
+            .filter(|r| !self.timelines.iter().any(|t| t.matches(r)))
+            .count();
+        if self.timelines.len() + added > MAX_TIMELINES {
+            return Err(Error::invalid(format!(
+                "bucket {bucket_id} has seen {} distinct rules within their windows; \
+                 clients must agree on a provider's rules",
+                self.timelines.len() + added
+            )));
+        }
+        Ok(())
+    }
+
+    /// Makes `rules` (whose signature is `signature`) the bucket's rules. A
+    /// change keeps every timeline the new rules share with the old, starts
+    /// new ones one interval after the latest permit, and keeps the dropped ones binding for one of their
+    /// windows past that permit: no grant is ever faster than the stricter
+    /// of the old and new rules.
+    pub fn apply_rules(&mut self, rules: &[PacingRule], signature: String) {
+        if signature == self.signature {
+            return;
+        }
+        for t in &mut self.timelines {
+            if rules.iter().any(|r| t.matches(r)) {
+                t.retire_at = None;
+            } else if t.retire_at.is_none() {
+                let last = self.last_at.unwrap_or(t.tat);
+                t.retire_at = Some(last.saturating_add(micros(t.window_ms)));
+            }
+        }
+        for rule in rules {
+            if !self.timelines.iter().any(|t| t.matches(rule)) {
+                let mut timeline = Timeline::for_rule(rule, 0);
+                if let Some(last) = self.last_at {
+                    timeline.take(last);
+                }
+                self.timelines.push(timeline);
+            }
+        }
+        let cap = Self::configured_rps(rules);
+        match &mut self.adaptive {
+            Some(a) => a.set_cap(cap),
+            None => {
+                let mut a = AdaptiveRate::new(cap);
+                if std::mem::take(&mut self.pending_cut) {
+                    a.cut();
+                }
+                self.adaptive = Some(a);
+            }
+        }
+        self.rules = rules.to_vec();
+        self.signature = signature;
+    }
+
+    /// Drops retiring timelines that can no longer bind a grant (every grant
+    /// is at or after `now`).
+    pub fn retire(&mut self, now: Micros) {
+        self.timelines
+            .retain(|t| t.retire_at.is_none_or(|at| at > now));
+    }
+
+    /// The earliest time the next permit may be placed.
+    pub fn next_free(&self, now: Micros) -> Micros {
+        self.timelines
+            .iter()
+            .map(|t| t.tat)
+            .chain([now, self.adaptive_tat, self.cooldown_until])
+            .max()
+            .unwrap_or(now)
+    }
+
+    /// Places up to `requested` permits no later than `horizon`, one lease
+    /// each when the rules bound concurrency.
+    pub fn grant(
+        &mut self,
+        requested: u64,
+        now: Micros,
+        horizon: Micros,
+        lease_ttl: Micros,
+        ids: &mut LeaseIds,
+    ) -> Grant {
+        let max_concurrency = self.max_concurrency();
+        let free_slots = max_concurrency.map_or(u64::MAX, |max| {
+            max.saturating_sub(self.leases.live(now) as u64)
+        });
+        let wanted = requested.min(free_slots);
+        let rate = self.effective_rps().unwrap_or(f64::INFINITY);
+        let adaptive_interval = if rate.is_finite() {
+            interval_for_rps(rate)
+        } else {
+            0
+        };
+        let mut times = Vec::with_capacity(wanted.min(1_024) as usize);
+        let mut lease_ids = max_concurrency.map(|_| Vec::with_capacity(times.capacity()));
+        while (times.len() as u64) < wanted {
+            let at = self.next_free(now);
+            if at > horizon {
+                break;
+            }
+            for t in &mut self.timelines {
+                t.take(at);
+            }
+            self.adaptive_tat = at.saturating_add(adaptive_interval);
+            self.last_at = Some(at);
+            times.push(ceil_ms(at));
+            if let Some(ids_out) = &mut lease_ids {
+                let id = ids.next_id();
+                self.leases.insert(id.clone(), at.saturating_add(lease_ttl));
+                ids_out.push(id);
+            }
+        }
+        let wait_ms = if !times.is_empty() {
+            0
+        } else if wanted == 0 {
+            let until_expiry = self
+                .leases
+                .next_expiry(now)
+                .map_or(CONCURRENCY_RETRY_MS, |e| ceil_ms(e.saturating_sub(now)));
+            until_expiry.clamp(1, CONCURRENCY_RETRY_MS)
+        } else {
+            ceil_ms(self.next_free(now) - horizon).max(1)
+        };
+        Grant {
+            times,
+            lease_ids,
+            wait_ms,
+        }
+    }
+
+    /// A provider's 429 with `Retry-After` of `cooldown_us`. The first report
+    /// of an overload cuts the rate and pushes every timeline past the
+    /// cooldown; reports during the cooldown only extend it.
+    pub fn penalize(&mut self, now: Micros, cooldown_us: Micros) {
+        let until = now.saturating_add(cooldown_us);
+        let fresh = now >= self.cooldown_until;
+        self.cooldown_until = self.cooldown_until.max(until);
+        if !fresh {
+            return;
+        }
+        match &mut self.adaptive {
+            Some(a) => a.cut(),
+            None => self.pending_cut = true,
+        }
+    }
+
+    pub fn cooldown_until_ms(&self, now: Micros) -> Option<u64> {
+        (self.cooldown_until > now).then(|| ceil_ms(self.cooldown_until))
+    }
+
+    /// Whether forgetting this bucket would change nothing a client could
+    /// observe: no time reserved past `now`, no live lease, no cooldown and
+    /// no cut rate. A bucket made afresh at the gateway's floor would then
+    /// schedule exactly as this one would.
+    pub fn is_idle(&mut self, now: Micros) -> bool {
+        self.next_free(0) <= now
+            && self.leases.live(now) == 0
+            && !self.pending_cut
+            && !self.adaptive.as_ref().is_some_and(AdaptiveRate::is_reduced)
+    }
+
+    pub fn response(&self, grant: Grant, now: Micros) -> AcquireResponse {
+        AcquireResponse {
+            granted: grant.times.len() as u64,
+            wait_ms: grant.wait_ms,
+            scheduled_at_ms: Some(grant.times),
+            lease_ids: grant.lease_ids,
+            effective_requests_per_second: self.effective_rps(),
+            cooldown_until_ms: self.cooldown_until_ms(now),
+            server_now_ms: Some(ceil_ms(now)),
+        }
+    }
+}

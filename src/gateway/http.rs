@@ -1,0 +1,129 @@
+//! The gateway's HTTP face, as a pure function from a request to a status
+//! and a JSON body. Every host (the Durable Object, the Node dev server,
+//! tests) routes through this one function, so they cannot drift apart.
+
+use serde::Serialize;
+
+use super::GatewayCore;
+use crate::error::{Error, ErrorCode, Result};
+use crate::protocol::{decode, encode, ErrorBody, Message};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub body: String,
+}
+
+impl HttpResponse {
+    fn ok(message: &impl Serialize) -> Self {
+        HttpResponse {
+            status: 200,
+            body: encode(message),
+        }
+    }
+
+    fn error(e: &Error) -> Self {
+        HttpResponse {
+            status: e.code.http_status(),
+            body: encode(&ErrorBody::from(e)),
+        }
+    }
+}
+
+const BUCKETS_PREFIX: &str = "/v1/rate/buckets/";
+
+/// Serves one request. `path` may carry a query string; the bucket view
+/// reads its token from `?token=`.
+pub fn handle(
+    core: &mut GatewayCore,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    now_ms: u64,
+) -> HttpResponse {
+    match route(core, method, path, body, now_ms) {
+        Ok(response) => response,
+        Err(e) => HttpResponse::error(&e),
+    }
+}
+
+fn route(
+    core: &mut GatewayCore,
+    method: &str,
+    path: &str,
+    body: &[u8],
+    now_ms: u64,
+) -> Result<HttpResponse> {
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    match (method, path) {
+        ("POST", "/v1/rate/acquire") => call(body, |req| core.acquire(&req, now_ms)),
+        ("POST", "/v1/rate/release") => call(body, |req| core.release(&req, now_ms)),
+        ("POST", "/v1/rate/penalize") => call(body, |req| core.penalize(&req, now_ms)),
+        ("POST", "/v1/budget/charge") => call(body, |req| core.charge(&req, now_ms)),
+        ("GET", p) if p.starts_with(BUCKETS_PREFIX) => {
+            let bucket_id = percent_decode(&p[BUCKETS_PREFIX.len()..])?;
+            let token = query
+                .split('&')
+                .find_map(|pair| pair.strip_prefix("token="))
+                .map(percent_decode)
+                .transpose()?;
+            match core.bucket(&bucket_id, token.as_deref(), now_ms)? {
+                Some(view) => Ok(HttpResponse::ok(&view)),
+                None => Ok(HttpResponse {
+                    status: 404,
+                    body: encode(&ErrorBody::from(&Error::invalid(format!(
+                        "the gateway holds no bucket {bucket_id}"
+                    )))),
+                }),
+            }
+        }
+        (
+            _,
+            "/v1/rate/acquire" | "/v1/rate/release" | "/v1/rate/penalize" | "/v1/budget/charge",
+        ) => Ok(HttpResponse {
+            status: 405,
+            body: encode(&ErrorBody::from(&Error::invalid(format!(
+                "{path} takes POST, not {method}"
+            )))),
+        }),
+        _ => Ok(HttpResponse {
+            status: 404,
+            body: encode(&ErrorBody::from(&Error::invalid(format!(
+                "no gateway endpoint at {method} {path}"
+            )))),
+        }),
+    }
+}
+
+fn call<Req: Message, Res: Serialize>(
+    body: &[u8],
+    f: impl FnOnce(Req) -> Result<Res>,
+) -> Result<HttpResponse> {
+    let request = decode::<Req>(body)?;
+    f(request).map(|response| HttpResponse::ok(&response))
+}
+
+fn percent_decode(text: &str) -> Result<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| Error::invalid(format!("bad percent-escape in {text:?}")))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| {
+        Error::new(
+            ErrorCode::InvalidInput,
+            format!("{text:?} is not UTF-8 once decoded"),
+        )
+    })
+}

@@ -65,19 +65,17 @@ impl AdaptiveRate {
         self.rate() < self.cap
     }
 
-    /// A rules change moved the ceiling. The current rate never rises because
-    /// of it; it falls if the new ceiling is lower.
+    /// A rules change moved the ceiling. A rate the provider never pushed
+    /// back on follows it; a cut rate never rises because of it, and falls
+    /// if the new ceiling is below it.
     pub fn set_cap(&mut self, cap: f64) {
-        if cap == self.cap {
+        let rate = self.rate();
+        if !self.is_reduced() || rate >= cap {
+            *self = AdaptiveRate::new(cap);
             return;
         }
-        let rate = self.rate().min(cap);
         self.cap = cap;
-        if rate >= cap {
-            *self = AdaptiveRate::new(cap);
-        } else {
-            self.restart_at(self.w_max.min(cap), rate);
-        }
+        self.restart_at(self.w_max.min(cap), rate);
     }
 
     pub fn observe_successes(&mut self, n: u64) {
@@ -150,12 +148,21 @@ mod tests {
     }
 
     #[test]
-    fn a_lower_cap_lowers_the_rate_and_a_higher_one_does_not_raise_it() {
+    fn a_cut_rate_keeps_below_a_higher_cap_and_drops_to_a_lower_one() {
         let mut a = AdaptiveRate::new(20.0);
         a.cut();
+        a.set_cap(40.0);
+        assert!((a.rate() - 14.0).abs() < 1e-9, "{}", a.rate());
         a.set_cap(10.0);
         assert_eq!(a.rate(), 10.0);
+    }
+
+    #[test]
+    fn an_uncut_rate_follows_the_cap_both_ways() {
+        let mut a = AdaptiveRate::new(20.0);
         a.set_cap(40.0);
-        assert!((a.rate() - 10.0).abs() < 1e-9, "{}", a.rate());
+        assert_eq!(a.rate(), 40.0);
+        a.set_cap(5.0);
+        assert_eq!(a.rate(), 5.0);
     }
 }

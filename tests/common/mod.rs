@@ -2,6 +2,8 @@
 //! same protocol behaviour.
 #![allow(dead_code)]
 
+pub mod gateway;
+
 use paceline::protocol::{
     decode, encode, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, ErrorBody,
     Message, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,

@@ -1,0 +1,585 @@
+//! The gateway's scheduler on a fake clock: each seed behaviour and each bad
+//! input, one test apiece.
+
+mod common;
+
+use common::gateway::{acquire, densest_window, penalize, release};
+use paceline::gateway::{handle, mint_rate_scope_token, GatewayConfig, GatewayCore};
+use paceline::protocol::{BudgetCharge, ChargeRequest, PacingRule};
+use paceline::time::{Clock, FakeClock};
+use paceline::ErrorCode;
+
+const T0: u64 = 1_767_225_600_000;
+
+fn per_second(n: u64) -> PacingRule {
+    PacingRule::new(n, 1_000)
+}
+
+fn core() -> GatewayCore {
+    GatewayCore::new(GatewayConfig::default(), 7).unwrap()
+}
+
+fn charge(run: &str, id: &str, charges: &[(&str, u64, u64)]) -> ChargeRequest {
+    ChargeRequest {
+        root_run_id: run.into(),
+        reservation_id: id.into(),
+        charges: charges
+            .iter()
+            .map(|(key, amount, limit)| BudgetCharge {
+                key: (*key).into(),
+                amount: *amount,
+                limit: *limit,
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn clients_of_one_bucket_share_one_evenly_spaced_timeline() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let a = g.acquire(&acquire("org:p", &rules, 3), T0).unwrap();
+    let b = g.acquire(&acquire("org:p", &rules, 3), T0).unwrap();
+    assert_eq!(a.scheduled_at_ms.unwrap(), [T0, T0 + 50, T0 + 100]);
+    assert_eq!(b.scheduled_at_ms.unwrap(), [T0 + 150, T0 + 200, T0 + 250]);
+    assert_eq!(a.server_now_ms, Some(T0));
+    assert_eq!(a.effective_requests_per_second, Some(20.0));
+    assert_eq!(a.lease_ids, None, "pure-rate permits carry no lease");
+}
+
+#[test]
+fn grants_stop_at_the_horizon_and_the_refusal_says_exactly_how_long_to_wait() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let first = g.acquire(&acquire("org:p", &rules, 100), T0).unwrap();
+    assert_eq!(first.granted, 21, "times T0..=T0+1000 fit a 1 s horizon");
+    assert_eq!(*first.scheduled_at_ms.unwrap().last().unwrap(), T0 + 1_000);
+    let refused = g.acquire(&acquire("org:p", &rules, 1), T0 + 10).unwrap();
+    assert_eq!(refused.granted, 0);
+    assert_eq!(
+        refused.wait_ms, 40,
+        "next free at T0+1050, horizon reaches T0+1010"
+    );
+    let after_wait = g.acquire(&acquire("org:p", &rules, 1), T0 + 50).unwrap();
+    assert_eq!(after_wait.scheduled_at_ms.unwrap(), [T0 + 1_050]);
+}
+
+#[test]
+fn fractional_intervals_round_each_time_up_without_drifting() {
+    let mut g = core();
+    let rules = [per_second(3)];
+    let first = g.acquire(&acquire("org:p", &rules, 4), T0).unwrap();
+    let mut times = first.scheduled_at_ms.unwrap();
+    assert_eq!(
+        times,
+        [T0, T0 + 334, T0 + 667],
+        "T0+1000.002 is past the horizon"
+    );
+    let next = g.acquire(&acquire("org:p", &rules, 1), T0 + 1).unwrap();
+    times.extend(next.scheduled_at_ms.unwrap());
+    assert_eq!(times[3], T0 + 1_001);
+    assert_eq!(densest_window(&times, 1_000), 3);
+}
+
+#[test]
+fn multiple_rules_all_bind_and_the_strictest_sets_the_pace() {
+    let mut g = core();
+    let rules = [per_second(20), PacingRule::new(2, 500)];
+    let r = g.acquire(&acquire("org:p", &rules, 3), T0).unwrap();
+    assert_eq!(r.scheduled_at_ms.unwrap(), [T0, T0 + 250, T0 + 500]);
+    assert_eq!(r.effective_requests_per_second, Some(4.0));
+}
+
+#[test]
+fn penalize_cuts_the_rate_by_0_7_and_pushes_the_timeline_past_the_cooldown() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    g.acquire(&acquire("org:p", &rules, 2), T0).unwrap();
+    let p = g.penalize(&penalize("org:p", 2_000), T0 + 100).unwrap();
+    assert_eq!(p.effective_requests_per_second, Some(14.0));
+    assert_eq!(p.cooldown_until_ms, T0 + 2_100);
+    let during = g.acquire(&acquire("org:p", &rules, 1), T0 + 200).unwrap();
+    assert_eq!(during.granted, 0);
+    assert_eq!(during.wait_ms, 900);
+    assert_eq!(during.cooldown_until_ms, Some(T0 + 2_100));
+    let after = g.acquire(&acquire("org:p", &rules, 2), T0 + 1_500).unwrap();
+    let times = after.scheduled_at_ms.unwrap();
+    assert_eq!(times[0], T0 + 2_100);
+    assert_eq!(times[1] - times[0], 72, "1/14 s, rounded up to whole ms");
+}
+
+#[test]
+fn repeated_429s_within_one_cooldown_cut_once_and_extend_it() {
+    let mut g = core();
+    g.acquire(&acquire("org:p", &[per_second(20)], 1), T0)
+        .unwrap();
+    g.penalize(&penalize("org:p", 1_000), T0).unwrap();
+    let again = g.penalize(&penalize("org:p", 3_000), T0 + 10).unwrap();
+    assert_eq!(again.effective_requests_per_second, Some(14.0));
+    assert_eq!(again.cooldown_until_ms, T0 + 3_010);
+    let later = g.penalize(&penalize("org:p", 1_000), T0 + 3_010).unwrap();
+    assert!((later.effective_requests_per_second.unwrap() - 9.8).abs() < 1e-9);
+}
+
+#[test]
+fn a_429_for_an_unseen_bucket_is_kept_and_applied_when_its_rules_arrive() {
+    let mut g = core();
+    let p = g.penalize(&penalize("org:new", 500), T0).unwrap();
+    assert_eq!(p.effective_requests_per_second, None);
+    assert_eq!(p.cooldown_until_ms, T0 + 500);
+    let r = g
+        .acquire(&acquire("org:new", &[per_second(10)], 1), T0)
+        .unwrap();
+    assert_eq!(r.effective_requests_per_second, Some(7.0));
+    assert_eq!(r.granted, 1);
+    assert_eq!(r.scheduled_at_ms.unwrap(), [T0 + 500]);
+}
+
+#[test]
+fn observed_successes_raise_the_rate_back_but_never_past_the_cap() {
+    let mut g = core();
+    let rules = [per_second(20).with_adaptive_max_rps(16.0)];
+    let first = g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    assert_eq!(first.effective_requests_per_second, Some(16.0));
+    g.penalize(&penalize("org:p", 100), T0).unwrap();
+    let mut req = acquire("org:p", &rules, 1);
+    req.observed_successes = 30;
+    let partial = g
+        .acquire(&req, T0 + 200)
+        .unwrap()
+        .effective_requests_per_second
+        .unwrap();
+    assert!(partial > 16.0 * 0.7 && partial < 16.0, "{partial}");
+    req.observed_successes = 1_000;
+    let full = g.acquire(&req, T0 + 400).unwrap();
+    assert_eq!(full.effective_requests_per_second, Some(16.0));
+}
+
+#[test]
+fn concurrency_leases_cap_live_permits_and_come_back_on_release() {
+    let mut g = core();
+    let rules = [per_second(20).with_max_concurrency(2)];
+    let r = g.acquire(&acquire("org:p", &rules, 5), T0).unwrap();
+    assert_eq!(r.granted, 2);
+    let leases = r.lease_ids.unwrap();
+    assert_eq!(leases.len(), 2);
+    assert_ne!(leases[0], leases[1]);
+    let full = g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    assert_eq!(full.granted, 0);
+    assert!(full.wait_ms >= 1 && full.wait_ms <= 100, "{}", full.wait_ms);
+    let released = g
+        .release(
+            &release("org:p", &rules, vec![leases[0].clone(), "unknown".into()]),
+            T0,
+        )
+        .unwrap();
+    assert_eq!(released.released, 1);
+    let again = g
+        .release(&release("org:p", &rules, vec![leases[0].clone()]), T0)
+        .unwrap();
+    assert_eq!(again.released, 0, "releasing twice is a no-op");
+    let next = g.acquire(&acquire("org:p", &rules, 5), T0).unwrap();
+    assert_eq!(next.granted, 1);
+}
+
+#[test]
+fn leases_of_a_dead_client_expire_after_the_ttl_past_their_dispatch_time() {
+    let config = GatewayConfig {
+        lease_ttl_ms: 5_000,
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 1).unwrap();
+    let rules = [per_second(20).with_max_concurrency(3)];
+    let held = g.acquire(&acquire("org:p", &rules, 3), T0).unwrap();
+    assert_eq!(held.scheduled_at_ms.unwrap(), [T0, T0 + 50, T0 + 100]);
+    assert_eq!(
+        g.acquire(&acquire("org:p", &rules, 3), T0 + 4_999)
+            .unwrap()
+            .granted,
+        0
+    );
+    let partly = g.acquire(&acquire("org:p", &rules, 3), T0 + 5_050).unwrap();
+    assert_eq!(
+        partly.granted, 2,
+        "two leases expired by T0+5050, one still lives"
+    );
+    let view = g.bucket("org:p", None, T0 + 5_050).unwrap().unwrap();
+    assert_eq!(view.live_leases, 3);
+    assert_eq!(view.max_concurrency, Some(3));
+}
+
+#[test]
+fn a_looser_rules_change_still_honours_the_old_rule_for_one_window() {
+    let mut g = core();
+    let slow = [per_second(10)];
+    let fast = [per_second(20)];
+    let a = g.acquire(&acquire("org:p", &slow, 2), T0).unwrap();
+    assert_eq!(a.scheduled_at_ms.unwrap(), [T0, T0 + 100]);
+    let b = g.acquire(&acquire("org:p", &fast, 3), T0).unwrap();
+    let times = b.scheduled_at_ms.unwrap();
+    assert_eq!(
+        times,
+        [T0 + 200, T0 + 300, T0 + 400],
+        "old 10/s still binds"
+    );
+    let later = g.acquire(&acquire("org:p", &fast, 2), T0 + 1_200).unwrap();
+    let later = later.scheduled_at_ms.unwrap();
+    assert_eq!(
+        later[1] - later[0],
+        50,
+        "after the old window, the new pace"
+    );
+}
+
+#[test]
+fn a_stricter_rules_change_takes_effect_on_the_next_permit() {
+    let mut g = core();
+    g.acquire(&acquire("org:p", &[per_second(20)], 2), T0)
+        .unwrap();
+    let b = g
+        .acquire(&acquire("org:p", &[per_second(5)], 2), T0)
+        .unwrap();
+    assert_eq!(b.scheduled_at_ms.unwrap(), [T0 + 250, T0 + 450]);
+    assert_eq!(b.effective_requests_per_second, Some(5.0));
+}
+
+#[test]
+fn rule_order_does_not_rekey_the_bucket() {
+    let mut g = core();
+    let a = per_second(20);
+    let b = PacingRule::new(600, 60_000);
+    g.acquire(&acquire("org:p", &[a.clone(), b.clone()], 1), T0)
+        .unwrap();
+    let r = g.acquire(&acquire("org:p", &[b, a], 1), T0).unwrap();
+    assert_eq!(r.scheduled_at_ms.unwrap(), [T0 + 100]);
+}
+
+#[test]
+fn with_a_secret_every_rate_call_needs_its_buckets_token_and_nothing_changes_without_it() {
+    let secret = b"s3cret".to_vec();
+    let config = GatewayConfig {
+        secret: Some(secret.clone()),
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 1).unwrap();
+    let rules = [per_second(20)];
+    let mine = mint_rate_scope_token(&secret, "org_a:p", T0 + 60_000);
+    let theirs = mint_rate_scope_token(&secret, "org_b:p", T0 + 60_000);
+
+    let mut req = acquire("org_a:p", &rules, 1);
+    req.rate_scope_token = Some(mine.clone());
+    assert_eq!(g.acquire(&req, T0).unwrap().granted, 1);
+
+    for token in [
+        None,
+        Some(theirs.clone()),
+        Some(mine.replace("v1.", "v1.1")),
+    ] {
+        let mut forged = acquire("org_a:p", &rules, 1);
+        forged.rate_scope_token = token.clone();
+        let e = g.acquire(&forged, T0).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ForbiddenScope, "{token:?}");
+        let mut p = penalize("org_a:p", 1_000);
+        p.rate_scope_token = token.clone();
+        assert_eq!(
+            g.penalize(&p, T0).unwrap_err().code,
+            ErrorCode::ForbiddenScope
+        );
+        let mut rel = release("org_a:p", &rules, vec!["x".into()]);
+        rel.rate_scope_token = token;
+        assert_eq!(
+            g.release(&rel, T0).unwrap_err().code,
+            ErrorCode::ForbiddenScope
+        );
+    }
+    let view = g.bucket("org_a:p", Some(&mine), T0).unwrap().unwrap();
+    assert_eq!(view.next_free_at_ms, T0 + 50, "refused calls took no time");
+    assert_eq!(
+        view.effective_requests_per_second,
+        Some(20.0),
+        "and cut nothing"
+    );
+    let expired = g.bucket("org_a:p", Some(&mine), T0 + 60_000).unwrap_err();
+    assert_eq!(expired.code, ErrorCode::ForbiddenScope);
+}
+
+#[test]
+fn budget_charges_are_all_or_nothing_and_idempotent_per_reservation() {
+    let mut g = core();
+    let ok = g
+        .charge(&charge("run", "r1", &[("toolCall", 2, 3)]), T0)
+        .unwrap();
+    assert_eq!(ok.counters["toolCall"], 2);
+    assert_eq!(
+        g.charge(&charge("run", "r1", &[("toolCall", 2, 3)]), T0)
+            .unwrap(),
+        ok
+    );
+    let e = g
+        .charge(
+            &charge("run", "r2", &[("playCall", 1, 9), ("toolCall", 2, 3)]),
+            T0,
+        )
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BudgetExceeded);
+    assert_eq!(e.message, "Play execution toolCall budget exceeded (4/3).");
+    let other_run = g
+        .charge(&charge("run2", "r2", &[("toolCall", 3, 3)]), T0)
+        .unwrap();
+    assert_eq!(other_run.counters["toolCall"], 3, "runs count separately");
+    let after = g
+        .charge(&charge("run", "r3", &[("playCall", 1, 9)]), T0)
+        .unwrap();
+    assert_eq!(
+        after.counters["playCall"], 1,
+        "the refused charge applied nothing"
+    );
+}
+
+#[test]
+fn a_restored_gateway_never_regrants_a_time_and_keeps_leases_and_budgets() {
+    let mut g = core();
+    let rules = [per_second(20).with_max_concurrency(10)];
+    let before = g.acquire(&acquire("org:p", &rules, 4), T0).unwrap();
+    g.penalize(&penalize("org:q", 1_000), T0).unwrap();
+    g.charge(&charge("run", "r1", &[("toolCall", 1, 5)]), T0)
+        .unwrap();
+    let bytes = g.snapshot();
+    let mut back = GatewayCore::restore(&bytes, GatewayConfig::default()).unwrap();
+    assert_eq!(back.snapshot(), bytes, "equal states give equal bytes");
+    let after = back.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    assert_eq!(after.scheduled_at_ms.unwrap(), [T0 + 200]);
+    let leases = before.lease_ids.unwrap();
+    let released = back
+        .release(&release("org:p", &rules, leases.clone()), T0)
+        .unwrap();
+    assert_eq!(released.released, 4);
+    assert!(
+        !leases.contains(&after.lease_ids.unwrap()[0]),
+        "ids continue, never repeat"
+    );
+    let retried = back
+        .charge(&charge("run", "r1", &[("toolCall", 1, 5)]), T0)
+        .unwrap();
+    assert_eq!(
+        retried.counters["toolCall"], 1,
+        "a retry after restore counts once"
+    );
+    let q = back
+        .acquire(&acquire("org:q", &[per_second(10)], 1), T0)
+        .unwrap();
+    assert_eq!(
+        q.scheduled_at_ms.unwrap(),
+        [T0 + 1_000],
+        "cooldown survived"
+    );
+}
+
+#[test]
+fn corrupt_or_foreign_snapshots_are_refused_with_a_reason() {
+    let mut g = core();
+    g.acquire(&acquire("org:p", &[per_second(20)], 2), T0)
+        .unwrap();
+    let bytes = g.snapshot();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("empty", vec![], "truncated"),
+        (
+            "foreign",
+            b"{\"json\":1}".to_vec(),
+            "not a paceline gateway snapshot",
+        ),
+        (
+            "newer version",
+            [b"PCLN".as_slice(), &[9]].concat(),
+            "format version 9",
+        ),
+        ("truncated", bytes[..bytes.len() - 3].to_vec(), "truncated"),
+        (
+            "trailing bytes",
+            [bytes.as_slice(), &[0]].concat(),
+            "after its end",
+        ),
+    ];
+    for (what, input, says) in cases {
+        let e = GatewayCore::restore(&input, GatewayConfig::default()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput, "{what}");
+        assert!(e.message.contains(says), "{what}: {}", e.message);
+    }
+}
+
+#[test]
+fn idle_buckets_are_forgotten_only_when_that_cannot_loosen_a_limit() {
+    let config = GatewayConfig {
+        max_buckets: 3,
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 1).unwrap();
+    let clock = FakeClock::new(T0);
+    let rules = [per_second(1)];
+    g.acquire(&acquire("idle", &rules, 1), clock.now_ms())
+        .unwrap();
+    g.acquire(
+        &acquire("leased", &[per_second(1).with_max_concurrency(1)], 1),
+        clock.now_ms(),
+    )
+    .unwrap();
+    g.acquire(&acquire("cut", &rules, 1), clock.now_ms())
+        .unwrap();
+    g.penalize(&penalize("cut", 10), clock.now_ms()).unwrap();
+    clock.advance(1_500);
+    g.acquire(&acquire("fourth", &rules, 1), clock.now_ms())
+        .unwrap();
+    assert_eq!(g.bucket_count(), 3, "only the idle bucket was forgotten");
+    assert!(g.bucket("idle", None, clock.now_ms()).unwrap().is_none());
+    assert!(g.bucket("leased", None, clock.now_ms()).unwrap().is_some());
+    assert!(g.bucket("cut", None, clock.now_ms()).unwrap().is_some());
+}
+
+#[test]
+fn a_bucket_made_after_an_eviction_never_schedules_before_the_forgotten_times() {
+    let config = GatewayConfig {
+        max_buckets: 1,
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 1).unwrap();
+    g.acquire(&acquire("a", &[per_second(1)], 1), T0).unwrap();
+    g.acquire(&acquire("b", &[per_second(1)], 1), T0 + 1_000)
+        .unwrap();
+    assert!(g.bucket("a", None, T0 + 1_000).unwrap().is_none());
+    let back = g
+        .acquire(&acquire("a", &[per_second(1)], 1), T0 - 60_000)
+        .unwrap();
+    assert!(back.granted == 0 || back.scheduled_at_ms.unwrap()[0] >= T0 + 1_000);
+}
+
+#[test]
+fn a_clock_that_jumps_back_never_gets_a_time_already_handed_out() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let first = g.acquire(&acquire("org:p", &rules, 5), T0).unwrap();
+    let last = *first.scheduled_at_ms.unwrap().last().unwrap();
+    let back = g
+        .acquire(&acquire("org:p", &rules, 5), T0 - 10_000)
+        .unwrap();
+    assert_eq!(back.granted, 0);
+    let forward = g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    assert_eq!(forward.scheduled_at_ms.unwrap(), [last + 50]);
+}
+
+#[test]
+fn too_many_distinct_rule_sets_are_refused_without_changing_the_bucket() {
+    let mut g = core();
+    for n in 1..=32 {
+        g.acquire(&acquire("org:p", &[PacingRule::new(n, 60_000)], 1), T0)
+            .unwrap();
+    }
+    let before = g.snapshot();
+    let e = g
+        .acquire(&acquire("org:p", &[PacingRule::new(99, 60_000)], 1), T0)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(
+        e.message
+            .contains("clients must agree on a provider's rules"),
+        "{}",
+        e.message
+    );
+    assert_eq!(g.snapshot(), before);
+}
+
+#[test]
+fn bad_gateway_options_are_refused() {
+    let cases = [
+        (
+            GatewayConfig {
+                horizon_ms: 0,
+                ..GatewayConfig::default()
+            },
+            "horizonMs",
+        ),
+        (
+            GatewayConfig {
+                lease_ttl_ms: 10,
+                ..GatewayConfig::default()
+            },
+            "leaseTtlMs",
+        ),
+        (
+            GatewayConfig {
+                secret: Some(vec![]),
+                ..GatewayConfig::default()
+            },
+            "secret",
+        ),
+        (
+            GatewayConfig {
+                max_buckets: 0,
+                ..GatewayConfig::default()
+            },
+            "maxBuckets",
+        ),
+    ];
+    for (config, field) in cases {
+        let e = GatewayCore::new(config, 0).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert!(e.message.starts_with(field), "{}", e.message);
+    }
+}
+
+#[test]
+fn http_routes_map_errors_to_statuses_and_coded_bodies() {
+    let secret = b"k".to_vec();
+    let config = GatewayConfig {
+        secret: Some(secret.clone()),
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 1).unwrap();
+    let token = mint_rate_scope_token(&secret, "org:p", T0 + 1_000);
+    let body = format!(
+        r#"{{"bucketId":"org:p","rateScopeToken":"{token}","rules":[{{"requestsPerWindow":20,"windowMs":1000}}],"requested":2}}"#
+    );
+    let ok = handle(&mut g, "POST", "/v1/rate/acquire", body.as_bytes(), T0);
+    assert_eq!(ok.status, 200);
+    assert!(
+        ok.body
+            .contains(r#""scheduledAtMs":[1767225600000,1767225600050]"#),
+        "{}",
+        ok.body
+    );
+
+    let cases: Vec<(&str, &str, String, u16, &str)> = vec![
+        ("POST", "/v1/rate/acquire", "{".into(), 400, "INVALID_INPUT"),
+        ("POST", "/v1/rate/acquire", body.replace(&token, "v1.1.00"), 403, "FORBIDDEN_SCOPE"),
+        ("GET", "/v1/rate/acquire", String::new(), 405, "INVALID_INPUT"),
+        ("POST", "/v1/nope", "{}".into(), 404, "INVALID_INPUT"),
+        (
+            "POST",
+            "/v1/budget/charge",
+            r#"{"rootRunId":"r","reservationId":"x","charges":[{"key":"retry","amount":2,"limit":1}]}"#.into(),
+            409,
+            "BUDGET_EXCEEDED",
+        ),
+    ];
+    for (method, path, body, status, code) in cases {
+        let r = handle(&mut g, method, path, body.as_bytes(), T0);
+        assert_eq!(r.status, status, "{method} {path}: {}", r.body);
+        assert!(
+            r.body.contains(&format!(r#""code":"{code}""#)),
+            "{}",
+            r.body
+        );
+    }
+    let view = handle(
+        &mut g,
+        "GET",
+        &format!("/v1/rate/buckets/org%3Ap?token={token}"),
+        b"",
+        T0,
+    );
+    assert_eq!(view.status, 200, "{}", view.body);
+    assert!(
+        view.body.contains(r#""nextFreeAtMs":1767225600100"#),
+        "{}",
+        view.body
+    );
+}

@@ -3,7 +3,7 @@
 //! so the rules hold across clients, not per client.
 
 use super::adaptive::AdaptiveRate;
-use super::leases::{LeaseIds, LeaseTable};
+use super::leases::{format_lease_id, LeaseIds, LeaseTable};
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
 use crate::protocol::{AcquireResponse, PacingRule};
@@ -200,8 +200,8 @@ impl Bucket {
             times.push(ceil_ms(at));
             if let Some(ids_out) = &mut lease_ids {
                 let id = ids.next_id();
-                self.leases.insert(id.clone(), at.saturating_add(lease_ttl));
-                ids_out.push(id);
+                self.leases.insert(id, at.saturating_add(lease_ttl));
+                ids_out.push(format_lease_id(id));
             }
         }
         let wait_ms = if !times.is_empty() {

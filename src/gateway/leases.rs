@@ -2,17 +2,34 @@
 //! flight. A lease ends when it is released or when its TTL runs out, so an
 //! isolate that dies holding leases gives its slots back by itself.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use super::timeline::Micros;
 
+/// A lease id as the gateway keeps it; clients see it as 16 hex digits.
+pub(crate) type LeaseId = u64;
+
+pub(crate) fn format_lease_id(id: LeaseId) -> String {
+    format!("{id:016x}")
+}
+
+/// `None` for text that is no id this gateway could have made; releasing it
+/// is then a no-op like any other unknown id.
+pub(crate) fn parse_lease_id(text: &str) -> Option<LeaseId> {
+    if text.len() != 16 {
+        return None;
+    }
+    LeaseId::from_str_radix(text, 16).ok()
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct LeaseTable {
-    expires: HashMap<String, Micros>,
-    /// No lease expires before this (the earliest expiry, or earlier once
-    /// that lease is released), so expired leases are swept only when one
-    /// may be due rather than on every call.
-    next_expiry: Option<Micros>,
+    expires: HashMap<LeaseId, Micros>,
+    /// Leases by expiry, earliest first, so a sweep touches only expired
+    /// ones however many are live. Dispatch times only grow and the TTL is
+    /// fixed, so new leases almost always go at the back. A released lease
+    /// stays here until it reaches the front; `expires` is the truth.
+    queue: VecDeque<(Micros, LeaseId)>,
 }
 
 impl LeaseTable {
@@ -21,9 +38,15 @@ impl LeaseTable {
         self.expires.len()
     }
 
-    pub fn insert(&mut self, id: String, expires_at: Micros) {
-        self.next_expiry = Some(self.next_expiry.map_or(expires_at, |e| e.min(expires_at)));
+    pub fn insert(&mut self, id: LeaseId, expires_at: Micros) {
         self.expires.insert(id, expires_at);
+        match self.queue.back() {
+            Some(&(last, _)) if last > expires_at => {
+                let at = self.queue.partition_point(|&(e, _)| e <= expires_at);
+                self.queue.insert(at, (expires_at, id));
+            }
+            _ => self.queue.push_back((expires_at, id)),
+        }
     }
 
     /// Ends the named leases; unknown or already expired ids are a no-op.
@@ -32,28 +55,42 @@ impl LeaseTable {
         self.sweep(now);
         let released = ids
             .into_iter()
-            .filter(|id| self.expires.remove(id.as_str()).is_some())
+            .filter_map(|text| parse_lease_id(text))
+            .filter(|id| self.expires.remove(id).is_some())
             .count() as u64;
-        if self.expires.is_empty() {
-            self.next_expiry = None;
-        }
+        self.drop_released_front();
         released
     }
 
     /// When the next slot frees by itself, if any lease is live.
     pub fn next_expiry(&mut self, now: Micros) -> Option<Micros> {
         self.sweep(now);
-        self.next_expiry
+        self.queue.front().map(|&(expires_at, _)| expires_at)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Micros)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&LeaseId, &Micros)> {
         self.expires.iter()
     }
 
     fn sweep(&mut self, now: Micros) {
-        if self.next_expiry.is_some_and(|e| e <= now) {
-            self.expires.retain(|_, expires_at| *expires_at > now);
-            self.next_expiry = self.expires.values().copied().min();
+        while let Some(&(expires_at, id)) = self.queue.front() {
+            if expires_at > now {
+                break;
+            }
+            self.queue.pop_front();
+            if self.expires.get(&id) == Some(&expires_at) {
+                self.expires.remove(&id);
+            }
+        }
+        self.drop_released_front();
+    }
+
+    fn drop_released_front(&mut self) {
+        while let Some(&(expires_at, id)) = self.queue.front() {
+            if self.expires.get(&id) == Some(&expires_at) {
+                break;
+            }
+            self.queue.pop_front();
         }
     }
 }
@@ -72,9 +109,9 @@ impl LeaseIds {
         LeaseIds { nonce, counter: 0 }
     }
 
-    pub fn next_id(&mut self) -> String {
+    pub fn next_id(&mut self) -> LeaseId {
         self.counter += 1;
-        format!("{:016x}", mix(self.nonce ^ self.counter))
+        mix(self.nonce ^ self.counter)
     }
 }
 
@@ -93,21 +130,24 @@ mod tests {
     #[test]
     fn ids_are_distinct_and_sixteen_hex_digits() {
         let mut ids = LeaseIds::new(0xdead_beef);
-        let seen: HashSet<String> = (0..10_000).map(|_| ids.next_id()).collect();
+        let seen: HashSet<String> = (0..10_000)
+            .map(|_| format_lease_id(ids.next_id()))
+            .collect();
         assert_eq!(seen.len(), 10_000);
-        assert!(seen.iter().all(|id| id.len() == 16));
+        assert!(seen.iter().all(|id| parse_lease_id(id).is_some()));
     }
 
     #[test]
     fn expired_leases_stop_counting_and_release_of_them_is_a_no_op() {
         let mut t = LeaseTable::default();
-        t.insert("a".into(), 100);
-        t.insert("b".into(), 200);
+        let (a, b) = (format_lease_id(1), format_lease_id(2));
+        t.insert(1, 100);
+        t.insert(2, 200);
         assert_eq!(t.live(99), 2);
         assert_eq!(t.live(100), 1);
-        assert_eq!(t.release([&"a".to_string(), &"zzz".to_string()], 150), 0);
+        assert_eq!(t.release([&a, &"zzz".to_string()], 150), 0);
         assert_eq!(t.next_expiry(150), Some(200));
-        assert_eq!(t.release([&"b".to_string()], 150), 1);
+        assert_eq!(t.release([&b], 150), 1);
         assert_eq!(t.live(150), 0);
         assert_eq!(t.next_expiry(150), None);
     }

@@ -126,7 +126,7 @@ fn write_bucket(w: &mut Writer, b: &Bucket) {
     leases.sort();
     w.uint(leases.len() as u64);
     for (id, expires_at) in leases {
-        w.str(id);
+        w.u64(*id);
         w.uint(*expires_at);
     }
     w.opt_uint(b.last_at);
@@ -164,7 +164,7 @@ fn read_bucket(r: &mut Reader) -> Result<Bucket> {
     let pending_cut = r.byte()? != 0;
     let mut leases = LeaseTable::default();
     for _ in 0..r.len()? {
-        let id = r.str()?;
+        let id = r.u64()?;
         leases.insert(id, r.uint()?);
     }
     Ok(Bucket {

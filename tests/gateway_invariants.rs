@@ -8,6 +8,7 @@
 //!     never exceeds its limit;
 //! (e) no time is earlier than the request's `nowMs` or later than its
 //!     horizon, nor earlier than any cooldown announced before it.
+#![cfg(not(target_arch = "wasm32"))]
 
 mod common;
 

@@ -1,7 +1,7 @@
 // Builds the npm package from wasm-pack.toml: wasm-pack per target, wasm-opt,
 // the Workers entry, and a size report checked against the budget.
 import { execFileSync } from "node:child_process";
-import { readFileSync, writeFileSync, statSync } from "node:fs";
+import { cpSync, existsSync, readFileSync, readdirSync, writeFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
@@ -20,34 +20,59 @@ function run(cmd, args) {
   execFileSync(cmd, args, { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
 }
 
-function addWorkerdEntry(outDir) {
-  const entry = `${OUT_NAME}_workerd.js`;
-  writeFileSync(
-    join(outDir, entry),
-    [
-      "// Workers entry: workerd compiles the .wasm at deploy time and hands it",
-      "// over as a WebAssembly.Module, so instantiation is synchronous.",
-      `import wasm from "./${OUT_NAME}_bg.wasm";`,
-      `import { initSync } from "./${OUT_NAME}.js";`,
-      "initSync({ module: wasm });",
-      `export * from "./${OUT_NAME}.js";`,
-      "",
-    ].join("\n"),
-  );
-  writeFileSync(
-    join(outDir, `${OUT_NAME}_workerd.d.ts`),
-    `export * from "./${OUT_NAME}.js";\n`,
-  );
+// JS glue shipped inside the package (fetch port, HTTP handler, Durable
+// Object class): every module in js/package/ is copied to <out>/glue/ and
+// re-exported by the package's entry points.
+const glueDir = join(root, "js/package");
+
+function addGlue(outDir) {
+  if (!existsSync(glueDir)) return [];
+  cpSync(glueDir, join(outDir, "glue"), { recursive: true });
+  return readdirSync(glueDir)
+    .filter((f) => f.endsWith(".js"))
+    .sort()
+    .map((f) => `./glue/${f}`);
+}
+
+function addEntries(outDir, glue, workerd) {
+  const reexports = [`export * from "./${OUT_NAME}.js";`, ...glue.map((g) => `export * from "${g}";`)];
+  // TypeScript resolves each "./x.js" to its "./x.d.ts", so the type
+  // entries re-export the same paths.
+  const typeReexports = reexports;
+  writeFileSync(join(outDir, "index.js"), `${reexports.join("\n")}\n`);
+  writeFileSync(join(outDir, "index.d.ts"), `${typeReexports.join("\n")}\n`);
+  const files = ["index.js", "index.d.ts", "glue/"];
+  const exportsMap = { types: "./index.d.ts", default: "./index.js" };
+  if (workerd) {
+    const entry = `${OUT_NAME}_workerd.js`;
+    writeFileSync(
+      join(outDir, entry),
+      [
+        "// Workers entry: workerd compiles the .wasm at deploy time and hands it",
+        "// over as a WebAssembly.Module, so instantiation is synchronous.",
+        `import wasm from "./${OUT_NAME}_bg.wasm";`,
+        `import { initSync } from "./${OUT_NAME}.js";`,
+        "initSync({ module: wasm });",
+        ...reexports,
+        "",
+      ].join("\n"),
+    );
+    writeFileSync(join(outDir, `${OUT_NAME}_workerd.d.ts`), `${typeReexports.join("\n")}\n`);
+    files.push(entry, `${OUT_NAME}_workerd.d.ts`);
+    exportsMap.workerd = `./${entry}`;
+  }
   const pkgPath = join(outDir, "package.json");
   const pkg = JSON.parse(readFileSync(pkgPath, "utf8"));
-  pkg.files = [...new Set([...(pkg.files ?? []), entry, `${OUT_NAME}_workerd.d.ts`])];
-  // The entry's initSync is a side effect a bundler must keep.
-  pkg.sideEffects = [...new Set([...(pkg.sideEffects ?? []), `./${entry}`])];
+  pkg.files = [...new Set([...(pkg.files ?? []), ...files])];
+  pkg.main = "index.js";
+  pkg.types = "index.d.ts";
+  // The workerd entry's initSync is a side effect a bundler must keep.
+  pkg.sideEffects = [...new Set([...(pkg.sideEffects ?? []), `./${OUT_NAME}_workerd.js`])];
   pkg.exports = {
     ".": {
-      types: `./${OUT_NAME}.d.ts`,
-      workerd: `./${entry}`,
-      default: `./${OUT_NAME}.js`,
+      types: exportsMap.types,
+      ...(exportsMap.workerd ? { workerd: exportsMap.workerd } : {}),
+      default: exportsMap.default,
     },
     [`./${OUT_NAME}_bg.wasm`]: `./${OUT_NAME}_bg.wasm`,
   };
@@ -71,7 +96,7 @@ for (const target of config.target) {
   const wasmPath = join(outDir, `${OUT_NAME}_bg.wasm`);
   const before = statSync(wasmPath).size;
   run(wasmOpt, [...config["wasm-opt"].flags, wasmPath, "-o", wasmPath]);
-  if (target["workerd-entry"]) addWorkerdEntry(outDir);
+  addEntries(outDir, addGlue(outDir), target["workerd-entry"]);
   const raw = statSync(wasmPath).size;
   const gzip = gzipSync(readFileSync(wasmPath), { level: 9 }).length;
   console.log(

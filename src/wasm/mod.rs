@@ -3,6 +3,8 @@
 
 mod clock;
 mod error;
+mod gateway;
+mod js;
 pub mod protocol;
 
 pub use clock::JsClock;

@@ -1,0 +1,73 @@
+//! Crossing between JS values and the core's types. Objects cross as JSON
+//! text, so a JS caller's object is validated by the same decoder a gateway
+//! uses on a request body (NaN and Infinity become `null` and are refused
+//! by name).
+
+use serde::Serialize;
+use serde_json::Value;
+use wasm_bindgen::prelude::*;
+
+use crate::error::Error;
+use crate::protocol::{encode, Message};
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(buf: &mut [u8]);
+}
+
+/// Eight bytes from `crypto.getRandomValues`.
+pub(crate) fn random_seed() -> u64 {
+    let mut buf = [0u8; 8];
+    get_random_values(&mut buf);
+    u64::from_le_bytes(buf)
+}
+
+fn json_text(value: &JsValue) -> Result<String, Error> {
+    js_sys::JSON::stringify(value)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(|| {
+            Error::invalid("the argument cannot be written as JSON (a cycle or a BigInt?)")
+        })
+}
+
+pub(crate) fn from_js<M: Message>(value: &JsValue) -> Result<M, Error> {
+    let text = json_text(value)?;
+    crate::protocol::decode(text.as_bytes())
+}
+
+pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
+    js_sys::JSON::parse(&encode(value))
+        .map_err(|_| Error::invalid("a response did not encode as JSON").into())
+}
+
+/// A time argument in milliseconds: finite and not negative.
+pub(crate) fn now_arg(ms: f64) -> Result<u64, Error> {
+    if ms.is_finite() && ms >= 0.0 {
+        Ok(ms.ceil() as u64)
+    } else {
+        Err(Error::invalid(format!(
+            "nowMs must be a finite number of milliseconds >= 0, got {ms}"
+        )))
+    }
+}
+
+/// An optional field of an options object (`undefined` options mean none).
+pub(crate) fn options_field<T: serde::de::DeserializeOwned>(
+    options: &JsValue,
+    field: &str,
+) -> Result<Option<T>, Error> {
+    if options.is_undefined() || options.is_null() {
+        return Ok(None);
+    }
+    let text = json_text(options)?;
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| Error::invalid(format!("options are not a JSON object: {e}")))?;
+    match value.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => serde_json::from_value(v.clone())
+            .map(Some)
+            .map_err(|_| Error::invalid(format!("options.{field} has the wrong type: {v}"))),
+    }
+}

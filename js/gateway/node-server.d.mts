@@ -1,0 +1,20 @@
+import type { GatewayCore } from "../../pkg/paceline.js";
+
+export interface DevGatewayOptions {
+  /** 0 (the default) picks a free port. */
+  port?: number;
+  /** With a secret, every rate call needs a token from `mintRateScopeToken`. */
+  secret?: string;
+}
+
+export interface DevGateway {
+  /** `http://127.0.0.1:<port>`, no trailing slash. */
+  url: string;
+  /** The core the server answers with, for inspection in tests. */
+  core: GatewayCore;
+  /** Stops listening and drops open connections. */
+  close(): Promise<void>;
+}
+
+/** Starts the gateway on 127.0.0.1 in this process. */
+export function startDevGateway(options?: DevGatewayOptions): Promise<DevGateway>;

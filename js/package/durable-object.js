@@ -1,0 +1,130 @@
+// The gateway on Cloudflare: one GatewayCore per Durable Object, whose state
+// is stored before any answer leaves, so an evicted or restarted object
+// continues the same timelines and never grants a dispatch time twice.
+import { GatewayCore } from "../paceline.js";
+import { handleGatewayRequest } from "./gateway-http.js";
+
+const SNAPSHOT_KEY = "snapshot";
+const RATE_PATHS = new Set(["/v1/rate/acquire", "/v1/rate/release", "/v1/rate/penalize"]);
+const CHARGE_PATH = "/v1/budget/charge";
+const BUCKETS_PREFIX = "/v1/rate/buckets/";
+// The core refuses larger bodies anyway; the router must not parse them.
+const MAX_BODY_BYTES = 64 * 1024;
+
+function configError(message) {
+  const error = new Error(message);
+  error.name = "PacelineError";
+  error.code = "INVALID_INPUT";
+  return error;
+}
+
+function millisFromEnv(env, name) {
+  const raw = env[name];
+  if (raw === undefined) return undefined;
+  const ms = typeof raw === "number" ? raw : raw === "" ? NaN : Number(raw);
+  if (!Number.isFinite(ms)) {
+    throw configError(`${name} must be a number of milliseconds, got ${JSON.stringify(raw)}`);
+  }
+  return ms;
+}
+
+function coreOptions(env) {
+  const options = {};
+  if (env.PACELINE_SECRET !== undefined) options.secret = env.PACELINE_SECRET;
+  const horizonMs = millisFromEnv(env, "PACELINE_HORIZON_MS");
+  if (horizonMs !== undefined) options.horizonMs = horizonMs;
+  const leaseTtlMs = millisFromEnv(env, "PACELINE_LEASE_TTL_MS");
+  if (leaseTtlMs !== undefined) options.leaseTtlMs = leaseTtlMs;
+  return options;
+}
+
+function sameBytes(a, b) {
+  if (a === undefined || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+export class PacelineGateway {
+  #ctx;
+  #core;
+  // Equal states give equal snapshots, so a request that changed nothing
+  // (a forged token, a bad body) costs no storage write.
+  #stored;
+
+  constructor(ctx, env) {
+    this.#ctx = ctx;
+    const options = coreOptions(env);
+    // A snapshot that cannot be restored fails the object loudly: starting
+    // empty would re-grant every time the lost timelines had handed out.
+    ctx.blockConcurrencyWhile(async () => {
+      const saved = await ctx.storage.get(SNAPSHOT_KEY);
+      this.#core = saved === undefined ? new GatewayCore(options) : GatewayCore.restore(saved, options);
+      // A fresh core's state is what an empty storage already means.
+      this.#stored = saved ?? this.#core.snapshot();
+    });
+  }
+
+  async fetch(request) {
+    const response = await handleGatewayRequest(this.#core, request);
+    if (request.method === "POST" && response.status < 500) {
+      const bytes = this.#core.snapshot();
+      if (!sameBytes(this.#stored, bytes)) {
+        this.#stored = bytes;
+        await this.#ctx.storage.put(SNAPSHOT_KEY, bytes);
+      }
+    }
+    return response;
+  }
+}
+
+function invalid(status, message) {
+  return new Response(JSON.stringify({ error: { code: "INVALID_INPUT", message } }), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
+}
+
+function forward(namespace, name, request) {
+  return namespace.get(namespace.idFromName(name)).fetch(request);
+}
+
+export async function routeGatewayRequest(request, env, bindingName = "PACELINE_GATEWAY") {
+  const namespace = env[bindingName];
+  if (typeof namespace?.idFromName !== "function") {
+    throw new Error(`env.${bindingName} is not a Durable Object namespace binding`);
+  }
+  const { pathname } = new URL(request.url);
+  if (request.method === "GET" && pathname.startsWith(BUCKETS_PREFIX)) {
+    let bucketId;
+    try {
+      bucketId = decodeURIComponent(pathname.slice(BUCKETS_PREFIX.length));
+    } catch {
+      return invalid(400, `bad percent-escape in the bucket id of ${pathname}`);
+    }
+    if (bucketId === "") return invalid(400, "the bucket id after /v1/rate/buckets/ is empty");
+    return forward(namespace, bucketId, request);
+  }
+  const rate = RATE_PATHS.has(pathname);
+  if (!rate && pathname !== CHARGE_PATH) {
+    return invalid(404, `no gateway endpoint at ${request.method} ${pathname}`);
+  }
+  if (request.method !== "POST") return invalid(405, `${pathname} takes POST, not ${request.method}`);
+  const bytes = await request.arrayBuffer();
+  if (bytes.byteLength > MAX_BODY_BYTES) {
+    return invalid(400, `body is ${bytes.byteLength} bytes; the limit is ${MAX_BODY_BYTES}`);
+  }
+  let body;
+  try {
+    body = JSON.parse(new TextDecoder().decode(bytes));
+  } catch (e) {
+    return invalid(400, `body is not valid JSON: ${e.message}`);
+  }
+  const field = rate ? "bucketId" : "rootRunId";
+  const id = typeof body === "object" && body !== null ? body[field] : undefined;
+  if (typeof id !== "string" || id === "") {
+    return invalid(400, `${field} is required and must be a non-empty string`);
+  }
+  // The body was consumed to read the id; the object gets the same bytes.
+  const forwarded = new Request(request.url, { method: "POST", headers: request.headers, body: bytes });
+  return forward(namespace, rate ? id : `run:${id}`, forwarded);
+}

@@ -1,0 +1,144 @@
+/** The codes a paceline `Error` carries in `code`. */
+export type PacelineErrorCode =
+  | "INVALID_INPUT"
+  | "FORBIDDEN_SCOPE"
+  | "BUDGET_EXCEEDED"
+  | "PROVIDER_EXHAUSTED"
+  | "GATEWAY_UNAVAILABLE"
+  | "ABORTED"
+  | "CYCLE_DETECTED";
+
+/** One pacing rule of a bucket. */
+export interface PacingRule {
+  requestsPerWindow: number;
+  windowMs: number;
+  maxConcurrency?: number;
+  adaptiveMaxRps?: number;
+}
+
+/** `POST /v1/rate/acquire`. */
+export interface AcquireRequest {
+  bucketId: string;
+  rateScopeToken?: string;
+  rules: PacingRule[];
+  requested: number;
+  /** Provider successes seen since this client's previous acquire. */
+  observedSuccesses?: number;
+  schedulerSchema?: string;
+}
+
+/** A grant; `granted: 0` is a refusal to wait `waitMs`, not an error. */
+export interface AcquireResponse {
+  granted: number;
+  waitMs: number;
+  /** One reserved dispatch time per permit, earliest first. */
+  scheduledAtMs?: number[];
+  /** One lease per permit when a rule bounds concurrency. */
+  leaseIds?: string[];
+  effectiveRequestsPerSecond?: number;
+  cooldownUntilMs?: number;
+  /** The gateway's clock when it answered, to correct the client's skew. */
+  serverNowMs?: number;
+}
+
+/** `POST /v1/rate/release`. */
+export interface ReleaseRequest {
+  bucketId: string;
+  rateScopeToken?: string;
+  rules: PacingRule[];
+  leaseIds: string[];
+  schedulerSchema?: string;
+}
+
+export interface ReleaseResponse {
+  /** How many of the ids named a live lease. */
+  released: number;
+}
+
+/** `POST /v1/rate/penalize`: the provider answered 429 with this Retry-After. */
+export interface PenalizeRequest {
+  bucketId: string;
+  rateScopeToken?: string;
+  cooldownMs: number;
+  schedulerSchema?: string;
+}
+
+export interface PenalizeResponse {
+  effectiveRequestsPerSecond?: number;
+  cooldownUntilMs: number;
+}
+
+export interface BudgetCharge {
+  key: string;
+  amount: number;
+  limit: number;
+}
+
+/** `POST /v1/budget/charge`; retrying a `reservationId` counts once. */
+export interface ChargeRequest {
+  rootRunId: string;
+  reservationId: string;
+  charges: BudgetCharge[];
+}
+
+export interface ChargeResponse {
+  /** The run's counters after this charge, for the keys it named. */
+  counters: Record<string, number>;
+}
+
+/** What a port rejects with when the gateway refuses or cannot answer. */
+export interface PacelineGatewayError extends Error {
+  name: "PacelineError";
+  code: PacelineErrorCode;
+  /** The HTTP status the gateway answered with. */
+  status: number;
+  /** `BUDGET_EXCEEDED`: the counter, the count it would have reached, its limit. */
+  key?: string;
+  observed?: number;
+  limit?: number;
+  /** `PROVIDER_EXHAUSTED`: the provider cools down until this time. */
+  cooldownUntilMs?: number;
+}
+
+/** The request a port sends. */
+export interface GatewayFetchInit {
+  method: "POST";
+  headers: Headers;
+  body: string;
+}
+
+/** The part of a `Response` a port reads. */
+export interface GatewayFetchResponse {
+  readonly status: number;
+  text(): Promise<string>;
+}
+
+/**
+ * Called as a plain function, never as a method: pass `globalThis.fetch`, or
+ * bind a stub's or a service binding's fetch
+ * (`(url, init) => env.GATEWAY.fetch(url, init)`).
+ */
+export type GatewayFetch = (url: string, init: GatewayFetchInit) => Promise<GatewayFetchResponse>;
+
+export interface FetchPortOptions {
+  fetch: GatewayFetch;
+  /** The gateway's origin (and path prefix, if any); a trailing `/` is ignored. */
+  baseUrl: string;
+  /** Sent with every call; `content-type: application/json` unless given here. */
+  headers?: HeadersInit;
+}
+
+/**
+ * The gateway's four calls. Each resolves to the parsed 2xx body and rejects
+ * with a `PacelineGatewayError` for an error answer (an unreadable, empty,
+ * non-JSON or truncated body is `GATEWAY_UNAVAILABLE`); an exception thrown
+ * by `fetch` itself passes through unchanged.
+ */
+export interface GatewayPort {
+  acquire(req: AcquireRequest): Promise<AcquireResponse>;
+  release(req: ReleaseRequest): Promise<ReleaseResponse>;
+  penalize(req: PenalizeRequest): Promise<PenalizeResponse>;
+  charge(req: ChargeRequest): Promise<ChargeResponse>;
+}
+
+export function fetchPort(options: FetchPortOptions): GatewayPort;

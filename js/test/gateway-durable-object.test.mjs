@@ -1,0 +1,199 @@
+// PacelineGateway and routeGatewayRequest in Node, against a fake object
+// state and a fake namespace: when state is stored, what a restart
+// continues from, and where the router sends each request.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { paceline } from "../lib/node-package.mjs";
+
+const { PacelineGateway, routeGatewayRequest, mintRateScopeToken } = paceline;
+const rules = [{ requestsPerWindow: 20, windowMs: 1000 }];
+
+/**
+ * A Durable Object state over `store`. Its put settles a turn later, so a
+ * response that did not wait for it is seen before the write lands.
+ */
+function fakeState(store = new Map()) {
+  const state = {
+    store,
+    puts: 0,
+    ready: undefined,
+    storage: {
+      get: async (key) => store.get(key),
+      put: async (key, value) => {
+        await new Promise((resolve) => setImmediate(resolve));
+        store.set(key, value.slice());
+        state.puts += 1;
+      },
+    },
+    blockConcurrencyWhile(callback) {
+      state.ready = callback();
+      return state.ready;
+    },
+  };
+  return state;
+}
+
+async function startObject(env = {}, store = new Map()) {
+  const state = fakeState(store);
+  const object = new PacelineGateway(state, env);
+  await state.ready;
+  return { state, object };
+}
+
+const post = (path, body) =>
+  new Request(`https://gateway${path}`, {
+    method: "POST",
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+
+async function call(object, path, body) {
+  const res = await object.fetch(post(path, body));
+  return { status: res.status, body: await res.json() };
+}
+
+describe("PacelineGateway", () => {
+  test("a grant is stored before its response is returned", async () => {
+    const { state, object } = await startObject();
+    const res = await object.fetch(post("/v1/rate/acquire", { bucketId: "b", rules, requested: 3 }));
+    assert.equal(state.puts, 1, "the write had landed when fetch resolved");
+    assert.ok(state.store.get("snapshot") instanceof Uint8Array);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get("content-type"), "application/json");
+    assert.equal((await res.json()).granted, 3);
+  });
+
+  test("a restarted object continues the stored timeline", async () => {
+    const store = new Map();
+    const before = await startObject({}, store);
+    const { body: grant } = await call(before.object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 10 });
+    const last = grant.scheduledAtMs.at(-1);
+
+    const after = await startObject({}, store);
+    const { body: next } = await call(after.object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 1 });
+    assert.ok(next.scheduledAtMs[0] >= last + 50, `${next.scheduledAtMs[0]} re-enters the stored timeline (last ${last})`);
+  });
+
+  test("requests that change nothing cost no write; a refused charge is state", async () => {
+    const secret = "object-secret";
+    const { state, object } = await startObject({ PACELINE_SECRET: secret });
+    assert.equal((await call(object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 1 })).status, 403);
+    assert.equal((await call(object, "/v1/rate/acquire", "{")).status, 400);
+    const rateScopeToken = mintRateScopeToken(secret, "b", Date.now() + 60_000);
+    const released = await call(object, "/v1/rate/release", { bucketId: "b", rateScopeToken, rules, leaseIds: ["nope"] });
+    assert.deepEqual(released, { status: 200, body: { released: 0 } });
+    assert.equal(state.puts, 0);
+
+    const charges = [{ key: "toolCall", amount: 4, limit: 3 }];
+    const refused = await call(object, "/v1/budget/charge", { rootRunId: "run-1", reservationId: "r1", charges });
+    assert.equal(refused.status, 409);
+    assert.equal(state.puts, 1, "the ledger remembers the refused reservation");
+
+    // The remembered answer survives a restart: the retry is refused the same way.
+    const restarted = await startObject({ PACELINE_SECRET: secret }, state.store);
+    const retried = await call(restarted.object, "/v1/budget/charge", { rootRunId: "run-1", reservationId: "r1", charges });
+    assert.deepEqual(retried, refused);
+  });
+
+  test("the env sets the horizon; numbers may come as strings", async () => {
+    const { object } = await startObject({ PACELINE_HORIZON_MS: "5000" });
+    const { body } = await call(object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 60 });
+    // 60 permits at 20 per second reach 3 s ahead; the default 1 s horizon stops near 20.
+    assert.equal(body.granted, 60);
+  });
+
+  test("a malformed env value fails the object with INVALID_INPUT", () => {
+    assert.throws(() => new PacelineGateway(fakeState(), { PACELINE_HORIZON_MS: "soon" }), {
+      code: "INVALID_INPUT",
+      message: /PACELINE_HORIZON_MS/,
+    });
+    assert.throws(() => new PacelineGateway(fakeState(), { PACELINE_LEASE_TTL_MS: "" }), { code: "INVALID_INPUT" });
+  });
+});
+
+/** A namespace that records which names were asked for and what each object was sent. */
+function fakeNamespace() {
+  const names = [];
+  const sent = [];
+  return {
+    names,
+    sent,
+    idFromName(name) {
+      names.push(name);
+      return { name };
+    },
+    get(id) {
+      return {
+        async fetch(request) {
+          sent.push({ name: id.name, method: request.method, url: request.url, body: await request.text() });
+          return new Response('{"forwarded":true}');
+        },
+      };
+    },
+  };
+}
+
+describe("routeGatewayRequest", () => {
+  test("rate calls go to the object named by bucketId, with the body unchanged", async () => {
+    const ns = fakeNamespace();
+    const body = JSON.stringify({ bucketId: "org-1:openai", rules, requested: 2 });
+    const res = await routeGatewayRequest(
+      new Request("https://gw/v1/rate/acquire", { method: "POST", body }),
+      { PACELINE_GATEWAY: ns },
+    );
+    assert.deepEqual(await res.json(), { forwarded: true });
+    assert.deepEqual(ns.sent, [{ name: "org-1:openai", method: "POST", url: "https://gw/v1/rate/acquire", body }]);
+  });
+
+  test("charges go to the run's object, bucket views to the bucket's, under any binding name", async () => {
+    const ns = fakeNamespace();
+    const env = { GATE: ns };
+    const charge = JSON.stringify({ rootRunId: "run-9", reservationId: "x", charges: [] });
+    await routeGatewayRequest(new Request("https://gw/v1/budget/charge", { method: "POST", body: charge }), env, "GATE");
+    await routeGatewayRequest(new Request("https://gw/v1/rate/buckets/org-1%3Aopenai?token=t"), env, "GATE");
+    assert.deepEqual(ns.names, ["run:run-9", "org-1:openai"]);
+    assert.equal(ns.sent[1].url, "https://gw/v1/rate/buckets/org-1%3Aopenai?token=t");
+    assert.equal(ns.sent[1].method, "GET");
+  });
+
+  test("a body that is not JSON or lacks the id is a 400 that wakes no object", async () => {
+    const ns = fakeNamespace();
+    const cases = [
+      ["/v1/rate/acquire", "{not json", /not valid JSON/],
+      ["/v1/rate/penalize", JSON.stringify({ cooldownMs: 10 }), /bucketId is required/],
+      ["/v1/rate/release", JSON.stringify({ bucketId: 7 }), /bucketId is required/],
+      ["/v1/rate/acquire", "null", /bucketId is required/],
+      ["/v1/budget/charge", JSON.stringify({ bucketId: "b" }), /rootRunId is required/],
+    ];
+    for (const [path, body, why] of cases) {
+      const res = await routeGatewayRequest(new Request(`https://gw${path}`, { method: "POST", body }), {
+        PACELINE_GATEWAY: ns,
+      });
+      assert.equal(res.status, 400, body);
+      assert.equal(res.headers.get("content-type"), "application/json");
+      const { error } = await res.json();
+      assert.equal(error.code, "INVALID_INPUT");
+      assert.match(error.message, why);
+    }
+    assert.deepEqual(ns.names, []);
+  });
+
+  test("unknown paths and wrong methods are answered here in the error shape", async () => {
+    const ns = fakeNamespace();
+    const env = { PACELINE_GATEWAY: ns };
+    const notFound = await routeGatewayRequest(new Request("https://gw/v2/other", { method: "POST", body: "{}" }), env);
+    assert.equal(notFound.status, 404);
+    assert.equal((await notFound.json()).error.code, "INVALID_INPUT");
+    const wrongMethod = await routeGatewayRequest(new Request("https://gw/v1/rate/acquire"), env);
+    assert.equal(wrongMethod.status, 405);
+    const badEscape = await routeGatewayRequest(new Request("https://gw/v1/rate/buckets/%E0%A4%A"), env);
+    assert.equal(badEscape.status, 400);
+    assert.deepEqual(ns.names, []);
+  });
+
+  test("a missing binding is a configuration error, not a 4xx", async () => {
+    await assert.rejects(
+      routeGatewayRequest(new Request("https://gw/v1/rate/acquire", { method: "POST", body: "{}" }), {}),
+      /env\.PACELINE_GATEWAY is not a Durable Object namespace binding/,
+    );
+  });
+});

@@ -5,9 +5,11 @@
 //! client modules built on them) plus one bindings module, `wasm`, compiled
 //! only for `wasm32` and the only place that touches JS.
 
+pub mod client;
 pub mod error;
 pub mod gateway;
 pub mod protocol;
+pub mod sim;
 pub mod time;
 
 #[cfg(target_arch = "wasm32")]

@@ -48,20 +48,49 @@ fn clients_of_one_bucket_share_one_evenly_spaced_timeline() {
 }
 
 #[test]
-fn grants_stop_at_the_horizon_and_the_refusal_says_exactly_how_long_to_wait() {
+fn grants_stop_at_the_horizon_and_each_answer_says_when_to_come_back() {
     let mut g = core();
     let rules = [per_second(20)];
     let first = g.acquire(&acquire("org:p", &rules, 100), T0).unwrap();
     assert_eq!(first.granted, 21, "times T0..=T0+1000 fit a 1 s horizon");
     assert_eq!(*first.scheduled_at_ms.unwrap().last().unwrap(), T0 + 1_000);
+    assert_eq!(
+        first.wait_ms, 1_050,
+        "its next block of 21 starts at T0+1050"
+    );
     let refused = g.acquire(&acquire("org:p", &rules, 1), T0 + 10).unwrap();
     assert_eq!(refused.granted, 0);
     assert_eq!(
-        refused.wait_ms, 40,
-        "next free at T0+1050, horizon reaches T0+1010"
+        refused.wait_ms, 2_090,
+        "its turn comes after the first client's"
     );
-    let after_wait = g.acquire(&acquire("org:p", &rules, 1), T0 + 50).unwrap();
-    assert_eq!(after_wait.scheduled_at_ms.unwrap(), [T0 + 1_050]);
+}
+
+#[test]
+fn turns_line_refused_clients_up_one_full_block_after_another() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let a = g.acquire(&acquire("org:p", &rules, 21), T0).unwrap();
+    let b = g.acquire(&acquire("org:p", &rules, 21), T0).unwrap();
+    let c = g.acquire(&acquire("org:p", &rules, 21), T0).unwrap();
+    assert_eq!((a.granted, b.granted, c.granted), (21, 0, 0));
+    assert_eq!((a.wait_ms, b.wait_ms, c.wait_ms), (1_050, 2_100, 3_150));
+    let a2 = g
+        .acquire(&acquire("org:p", &rules, 21), T0 + a.wait_ms)
+        .unwrap();
+    let b2 = g
+        .acquire(&acquire("org:p", &rules, 21), T0 + b.wait_ms)
+        .unwrap();
+    let c2 = g
+        .acquire(&acquire("org:p", &rules, 21), T0 + c.wait_ms)
+        .unwrap();
+    for (turn, start) in [(a2, T0 + 1_050), (b2, T0 + 2_100), (c2, T0 + 3_150)] {
+        assert_eq!(
+            turn.granted, 21,
+            "a client that keeps its turn gets a full block"
+        );
+        assert_eq!(turn.scheduled_at_ms.unwrap()[0], start);
+    }
 }
 
 #[test]
@@ -100,7 +129,7 @@ fn penalize_cuts_the_rate_by_0_7_and_pushes_the_timeline_past_the_cooldown() {
     assert_eq!(p.cooldown_until_ms, T0 + 2_100);
     let during = g.acquire(&acquire("org:p", &rules, 1), T0 + 200).unwrap();
     assert_eq!(during.granted, 0);
-    assert_eq!(during.wait_ms, 900);
+    assert_eq!(during.wait_ms, 1_900, "until the cooldown ends");
     assert_eq!(during.cooldown_until_ms, Some(T0 + 2_100));
     let after = g.acquire(&acquire("org:p", &rules, 2), T0 + 1_500).unwrap();
     let times = after.scheduled_at_ms.unwrap();
@@ -136,23 +165,36 @@ fn a_429_for_an_unseen_bucket_is_kept_and_applied_when_its_rules_arrive() {
 }
 
 #[test]
-fn observed_successes_raise_the_rate_back_but_never_past_the_cap() {
+fn matured_permits_raise_the_rate_back_but_never_past_the_cap() {
     let mut g = core();
     let rules = [per_second(20).with_adaptive_max_rps(16.0)];
     let first = g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
     assert_eq!(first.effective_requests_per_second, Some(16.0));
     g.penalize(&penalize("org:p", 100), T0).unwrap();
+    let mut now = T0 + 100;
+    let mut rates = Vec::new();
+    for _ in 0..30 {
+        let r = g.acquire(&acquire("org:p", &rules, 20), now).unwrap();
+        rates.push(r.effective_requests_per_second.unwrap());
+        now += 1_000;
+    }
+    assert!((rates[0] - 16.0 * 0.7).abs() < 1e-9, "{}", rates[0]);
+    assert!(rates.windows(2).all(|w| w[1] >= w[0]), "{rates:?}");
+    assert_eq!(*rates.last().unwrap(), 16.0, "{rates:?}");
+}
+
+#[test]
+fn reported_successes_are_shown_but_do_not_move_the_rate() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    g.penalize(&penalize("org:p", 100), T0).unwrap();
     let mut req = acquire("org:p", &rules, 1);
-    req.observed_successes = 30;
-    let partial = g
-        .acquire(&req, T0 + 200)
-        .unwrap()
-        .effective_requests_per_second
-        .unwrap();
-    assert!(partial > 16.0 * 0.7 && partial < 16.0, "{partial}");
-    req.observed_successes = 1_000;
-    let full = g.acquire(&req, T0 + 400).unwrap();
-    assert_eq!(full.effective_requests_per_second, Some(16.0));
+    req.observed_successes = 500;
+    let r = g.acquire(&req, T0 + 200).unwrap();
+    assert_eq!(r.effective_requests_per_second, Some(14.0));
+    let view = g.bucket("org:p", None, T0 + 200).unwrap().unwrap();
+    assert_eq!(view.reported_successes, 500);
 }
 
 #[test]

@@ -2,6 +2,8 @@
 //! many clients. All of them draw dispatch times from one set of timelines,
 //! so the rules hold across clients, not per client.
 
+use std::collections::VecDeque;
+
 use super::adaptive::AdaptiveRate;
 use super::leases::{format_lease_id, LeaseIds, LeaseTable};
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
@@ -11,6 +13,18 @@ use crate::protocol::{AcquireResponse, PacingRule};
 /// With every concurrency slot taken, the wait a refusal suggests when no
 /// lease expires sooner: a release may free a slot at any moment.
 pub(crate) const CONCURRENCY_RETRY_MS: u64 = 100;
+
+/// How far ahead turns may be booked. Past it, callers come back before
+/// their turn and are booked again; it stays below the clients' default
+/// 120 s limit on a refusal's wait.
+pub(crate) const MAX_TURN_QUEUE_US: Micros = 90_000_000;
+
+/// A granted permit whose dispatch time is this far past with no 429
+/// reported since counts as a success for the adaptive rate. A 429 comes
+/// back within a call's first moments, so two seconds is ample; counting
+/// here, not when clients report, keeps the feedback loop seconds long even
+/// when each isolate talks to the gateway only once per turn.
+pub(crate) const MATURITY_US: Micros = 2_000_000;
 
 /// Timelines a bucket may hold at once, current and retiring. Clients that
 /// disagree about a provider's rules would otherwise grow it without bound.
@@ -36,6 +50,13 @@ pub(crate) struct Bucket {
     /// The latest dispatch time handed out, where a new rule's timeline
     /// starts.
     pub last_at: Option<Micros>,
+    /// The end of the last booked turn (see [`Bucket::book_turn`]).
+    pub turns_tat: Micros,
+    /// Granted permits not yet old enough to count as successes:
+    /// `(latest dispatch time of a grant, permits in it)`, oldest first.
+    pub maturing: VecDeque<(Micros, u64)>,
+    /// Successes clients reported (`observedSuccesses`), for the bucket view.
+    pub reported_successes: u64,
 }
 
 /// What an acquire produced, before it becomes a wire response.
@@ -58,6 +79,9 @@ impl Bucket {
             pending_cut: false,
             leases: LeaseTable::default(),
             last_at: None,
+            turns_tat: floor,
+            maturing: VecDeque::new(),
+            reported_successes: 0,
         }
     }
 
@@ -198,28 +222,84 @@ impl Bucket {
             self.adaptive_tat = at.saturating_add(adaptive_interval);
             self.last_at = Some(at);
             times.push(ceil_ms(at));
+            match self.maturing.back_mut() {
+                Some((last, n)) if *last == at => *n += 1,
+                _ => self.maturing.push_back((at, 1)),
+            }
             if let Some(ids_out) = &mut lease_ids {
                 let id = ids.next_id();
                 self.leases.insert(id, at.saturating_add(lease_ttl));
                 ids_out.push(format_lease_id(id));
             }
         }
-        let wait_ms = if !times.is_empty() {
-            0
-        } else if wanted == 0 {
+        let wait_ms = if wanted == 0 {
             let until_expiry = self
                 .leases
                 .next_expiry(now)
                 .map_or(CONCURRENCY_RETRY_MS, |e| ceil_ms(e.saturating_sub(now)));
             until_expiry.clamp(1, CONCURRENCY_RETRY_MS)
         } else {
-            ceil_ms(self.next_free(now) - horizon).max(1)
+            let wait = self.book_turn(wanted, now, horizon, adaptive_interval);
+            if times.is_empty() {
+                wait.max(1)
+            } else {
+                wait
+            }
         };
         Grant {
             times,
             lease_ids,
             wait_ms,
         }
+    }
+
+    /// Credits the adaptive rate with every granted permit that has
+    /// matured without a 429.
+    pub fn mature(&mut self, now: Micros) {
+        let Some(adaptive) = &mut self.adaptive else {
+            return;
+        };
+        while let Some(&(at, n)) = self.maturing.front() {
+            if at.saturating_add(MATURITY_US) > now {
+                break;
+            }
+            adaptive.observe_successes(n);
+            self.maturing.pop_front();
+        }
+    }
+
+    /// Books the caller's next turn: the stretch of the timeline, after every
+    /// turn already booked, where its next block (`wanted` permits, at most a
+    /// horizon's worth) will be free. Returns how long the caller should
+    /// wait before asking for it: until the turn starts, or later if the
+    /// horizon would not yet reach the turn's last permit. Callers that
+    /// honour it come back one at a time to full blocks instead of polling
+    /// together for scraps, which keeps gateway round trips per permit low
+    /// when many isolates contend.
+    fn book_turn(
+        &mut self,
+        wanted: u64,
+        now: Micros,
+        horizon: Micros,
+        adaptive_interval: Micros,
+    ) -> u64 {
+        let interval = self
+            .timelines
+            .iter()
+            .map(|t| t.interval_us)
+            .chain([adaptive_interval])
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let reach = horizon - now;
+        let booked = wanted.min(reach / interval + 1);
+        let turn_start = self.turns_tat.max(self.next_free(now));
+        let last_permit = turn_start.saturating_add((booked - 1).saturating_mul(interval));
+        self.turns_tat = last_permit
+            .saturating_add(interval)
+            .min(now.saturating_add(MAX_TURN_QUEUE_US));
+        let ready = turn_start.max(last_permit.saturating_sub(reach));
+        ceil_ms(ready.saturating_sub(now))
     }
 
     /// A provider's 429 with `Retry-After` of `cooldown_us`. The first report
@@ -232,6 +312,8 @@ impl Bucket {
         if !fresh {
             return;
         }
+        // Permits dispatched into the overload are no evidence of success.
+        self.maturing.clear();
         match &mut self.adaptive {
             Some(a) => a.cut(),
             None => self.pending_cut = true,

@@ -95,6 +95,9 @@ pub struct BucketView {
     pub live_leases: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u64>,
+    /// Successes clients reported. The rate law counts matured permits
+    /// instead (see the gateway's adaptive module), so this is for people.
+    pub reported_successes: u64,
     pub server_now_ms: u64,
 }
 
@@ -172,9 +175,10 @@ impl GatewayCore {
         let bucket = self.buckets.get_mut(&req.bucket_id).expect("ensured");
         bucket.apply_rules(&req.rules, signature);
         bucket.retire(now);
-        if let Some(adaptive) = &mut bucket.adaptive {
-            adaptive.observe_successes(req.observed_successes);
-        }
+        bucket.mature(now);
+        bucket.reported_successes = bucket
+            .reported_successes
+            .saturating_add(req.observed_successes);
         let grant = bucket.grant(req.requested, now, horizon, lease_ttl, &mut self.ids);
         Ok(bucket.response(grant, now))
     }
@@ -227,8 +231,14 @@ impl GatewayCore {
             cooldown_until_ms: b.cooldown_until_ms(now),
             live_leases: b.leases.live(now) as u64,
             max_concurrency: b.max_concurrency(),
+            reported_successes: b.reported_successes,
             server_now_ms: now_ms,
         }))
+    }
+
+    /// A run's budget counter for `key` (0 if never charged).
+    pub fn budget_counter(&self, root_run_id: &str, key: &str) -> u64 {
+        self.ledgers.get(root_run_id).map_or(0, |l| l.count(key))
     }
 
     pub fn bucket_count(&self) -> usize {

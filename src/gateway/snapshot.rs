@@ -130,6 +130,13 @@ fn write_bucket(w: &mut Writer, b: &Bucket) {
         w.uint(*expires_at);
     }
     w.opt_uint(b.last_at);
+    w.uint(b.turns_tat);
+    w.uint(b.maturing.len() as u64);
+    for (at, n) in &b.maturing {
+        w.uint(*at);
+        w.uint(*n);
+    }
+    w.uint(b.reported_successes);
 }
 
 fn read_bucket(r: &mut Reader) -> Result<Bucket> {
@@ -181,6 +188,15 @@ fn read_bucket(r: &mut Reader) -> Result<Bucket> {
         pending_cut,
         leases,
         last_at: r.opt_uint()?,
+        turns_tat: r.uint()?,
+        maturing: {
+            let mut maturing = VecDeque::new();
+            for _ in 0..r.len()? {
+                maturing.push_back((r.uint()?, r.uint()?));
+            }
+            maturing
+        },
+        reported_successes: r.uint()?,
     })
 }
 

@@ -1,0 +1,629 @@
+//! The block-leasing pacer: each isolate pays one gateway round trip per
+//! block of permits, and still dispatches every call at a time the gateway
+//! reserved for it on the bucket's one global timeline.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::rc::{Rc, Weak};
+
+use super::permit::Permit;
+use super::port::GatewayPort;
+use super::runtime::{abortable, AbortSignal, Event, Runtime};
+use crate::error::{Detail, Error, ErrorCode, Result};
+use crate::protocol::{
+    has_concurrency, limits, rules_signature, AcquireRequest, AcquireResponse, PacingRule,
+    PenalizeRequest, ReleaseRequest,
+};
+use crate::time::Millis;
+
+/// After a failed gateway call, retry after these delays, then surface it.
+pub const STORE_RETRY_DELAYS_MS: [Millis; 2] = [100, 250];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PacerOptions {
+    /// The gateway's horizon; a pure-rate block asks for this much time's
+    /// worth of permits at the live effective rate.
+    pub block_horizon_ms: Millis,
+    /// Undrawn permits of a block are given up this long after its last
+    /// dispatch time (their leases released).
+    pub block_ttl_ms: Millis,
+    /// A gateway refusal that asks to wait longer than this fails fast with
+    /// `PROVIDER_EXHAUSTED` instead of parking callers.
+    pub max_wait_ms: Millis,
+    pub scheduler_schema: Option<String>,
+}
+
+impl Default for PacerOptions {
+    fn default() -> Self {
+        PacerOptions {
+            block_horizon_ms: 1_000,
+            block_ttl_ms: 5_000,
+            max_wait_ms: 120_000,
+            scheduler_schema: None,
+        }
+    }
+}
+
+/// What a caller asks the pacer for.
+#[derive(Clone, Copy)]
+pub struct PermitRequest<'a> {
+    pub bucket_id: &'a str,
+    pub rate_scope_token: Option<&'a str>,
+    pub rules: &'a [PacingRule],
+    pub signal: Option<&'a AbortSignal>,
+}
+
+struct Block {
+    /// `(dispatch time on the gateway's clock, lease)`, earliest first.
+    permits: VecDeque<(Millis, Option<String>)>,
+    expires_at: Millis,
+    rules_key: String,
+    rules: Vec<PacingRule>,
+    token: Option<String>,
+}
+
+#[derive(Default)]
+struct BucketState {
+    block: Option<Block>,
+    waiters: u64,
+    refilling: bool,
+    refilled: Event,
+    /// The failure of the last refill, for the callers that waited on it.
+    refill_error: Option<(u64, Error)>,
+    refill_generation: u64,
+    /// The gateway asked this client not to refill before this local time.
+    next_refill_at: Millis,
+    /// The gateway's clock minus ours, from the last answer.
+    skew_ms: i64,
+    cooldown_until_ms: Option<Millis>,
+    effective_rps: Option<f64>,
+    pending_successes: u64,
+}
+
+struct PendingRelease {
+    bucket_id: String,
+    token: Option<String>,
+    rules: Vec<PacingRule>,
+    lease_ids: Vec<String>,
+    flushing: bool,
+}
+
+struct Inner {
+    port: Rc<dyn GatewayPort>,
+    rt: Rc<dyn Runtime>,
+    options: PacerOptions,
+    buckets: RefCell<HashMap<String, BucketState>>,
+    releases: RefCell<HashMap<String, PendingRelease>>,
+    /// A batched release failed in the background; the next acquire
+    /// surfaces it.
+    release_failure: RefCell<Option<Error>>,
+    round_trips: std::cell::Cell<u64>,
+}
+
+/// Client side of the rate contract against a shared gateway.
+#[derive(Clone)]
+pub struct GatewayRateState {
+    inner: Rc<Inner>,
+}
+
+impl GatewayRateState {
+    pub fn new(port: Rc<dyn GatewayPort>, rt: Rc<dyn Runtime>, options: PacerOptions) -> Self {
+        GatewayRateState {
+            inner: Rc::new(Inner {
+                port,
+                rt,
+                options,
+                buckets: RefCell::new(HashMap::new()),
+                releases: RefCell::new(HashMap::new()),
+                release_failure: RefCell::new(None),
+                round_trips: std::cell::Cell::new(0),
+            }),
+        }
+    }
+
+    /// Gateway calls made so far (acquire, release, penalize), for the
+    /// simulation's round-trips-per-permit figure.
+    pub fn round_trips(&self) -> u64 {
+        self.inner.round_trips.get()
+    }
+
+    /// Waits for a permit of `req.bucket_id` and until its dispatch time.
+    /// An abort during the wait hands the permit's lease back.
+    pub async fn acquire(&self, req: PermitRequest<'_>) -> Result<Permit> {
+        if req.rules.is_empty() {
+            return Ok(Permit::unpaced());
+        }
+        let rules_key = rules_signature(req.rules);
+        let token = req
+            .rate_scope_token
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        loop {
+            if let Some(signal) = req.signal {
+                signal.check()?;
+            }
+            if let Some(e) = self.inner.release_failure.borrow_mut().take() {
+                return Err(e);
+            }
+            if let Some((due_local, permit)) = self.draw(req.bucket_id, &rules_key) {
+                let wait = due_local.saturating_sub(self.inner.rt.now_ms());
+                if wait > 0 {
+                    let sleep = self.inner.rt.sleep(wait);
+                    // On abort `permit` drops here, releasing its lease.
+                    abortable(req.signal, async {
+                        sleep.await;
+                        Ok(())
+                    })
+                    .await?;
+                }
+                return Ok(permit);
+            }
+            self.await_refill(req.bucket_id, token, req.rules, &rules_key, req.signal)
+                .await?;
+        }
+    }
+
+    /// Joins (or starts) the bucket's one refill and waits for it to land.
+    async fn await_refill(
+        &self,
+        bucket_id: &str,
+        token: Option<&str>,
+        rules: &[PacingRule],
+        rules_key: &str,
+        signal: Option<&AbortSignal>,
+    ) -> Result<()> {
+        let (listen, generation) = {
+            let mut buckets = self.inner.buckets.borrow_mut();
+            let state = buckets.entry(bucket_id.to_owned()).or_default();
+            state.waiters += 1;
+            let listen = state.refilled.listen();
+            if !state.refilling {
+                state.refilling = true;
+                state.refill_generation += 1;
+                let this = self.clone();
+                let (bucket_id, token) = (bucket_id.to_owned(), token.map(str::to_owned));
+                let (rules, rules_key) = (rules.to_vec(), rules_key.to_owned());
+                self.inner.rt.spawn(Box::pin(async move {
+                    this.refill(bucket_id, token, rules, rules_key).await;
+                }));
+            }
+            (listen, state.refill_generation)
+        };
+        let waited = abortable(signal, async {
+            listen.await;
+            Ok(())
+        })
+        .await;
+        let mut buckets = self.inner.buckets.borrow_mut();
+        let state = buckets.get_mut(bucket_id).expect("made above");
+        state.waiters -= 1;
+        waited?;
+        match &state.refill_error {
+            Some((g, e)) if *g == generation => Err(e.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The single-flight refill of one bucket. Runs in the background so an
+    /// aborted caller never strands a grant in flight.
+    async fn refill(
+        self,
+        bucket_id: String,
+        token: Option<String>,
+        rules: Vec<PacingRule>,
+        rules_key: String,
+    ) {
+        let result = self.request_block(&bucket_id, token.clone(), &rules).await;
+        let result =
+            result.and_then(|response| self.land(&bucket_id, token, &rules, rules_key, response));
+        let mut buckets = self.inner.buckets.borrow_mut();
+        let state = buckets
+            .get_mut(&bucket_id)
+            .expect("refill of a known bucket");
+        state.refilling = false;
+        if let Err(e) = result {
+            state.refill_error = Some((state.refill_generation, e));
+        }
+        state.refilled.notify();
+    }
+
+    async fn request_block(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: &[PacingRule],
+    ) -> Result<AcquireResponse> {
+        let not_before = self.state(bucket_id, |s| s.next_refill_at);
+        let now = self.inner.rt.now_ms();
+        if not_before > now {
+            self.inner.rt.sleep(not_before - now).await;
+        }
+        let (requested, observed_successes) = self.state(bucket_id, |s| {
+            (
+                block_size(rules, s.waiters, &self.inner.options),
+                s.pending_successes,
+            )
+        });
+        let request = AcquireRequest {
+            bucket_id: bucket_id.to_owned(),
+            rate_scope_token: token,
+            rules: rules.to_vec(),
+            requested,
+            observed_successes,
+            scheduler_schema: self.inner.options.scheduler_schema.clone(),
+        };
+        let response = self
+            .with_retries(|| self.inner.port.acquire(request.clone()))
+            .await?;
+        self.state(bucket_id, |s| {
+            s.pending_successes = s.pending_successes.saturating_sub(observed_successes);
+        });
+        Ok(response)
+    }
+
+    /// Calls the gateway, retrying transport failures after
+    /// [`STORE_RETRY_DELAYS_MS`]. Refusals the gateway meant (bad input, a
+    /// forbidden scope, a budget) are not retried.
+    async fn with_retries<T, F>(&self, mut call: impl FnMut() -> F) -> Result<T>
+    where
+        F: std::future::Future<Output = Result<T>>,
+    {
+        let mut delays = STORE_RETRY_DELAYS_MS.iter();
+        loop {
+            self.inner.round_trips.set(self.inner.round_trips.get() + 1);
+            match call().await {
+                Err(e) if e.code == ErrorCode::GatewayUnavailable => match delays.next() {
+                    Some(&delay) => self.inner.rt.sleep(delay).await,
+                    None => {
+                        return Err(Error {
+                            message: format!(
+                                "the gateway failed {} times: {}",
+                                STORE_RETRY_DELAYS_MS.len() + 1,
+                                e.message
+                            ),
+                            ..e
+                        })
+                    }
+                },
+                other => return other,
+            }
+        }
+    }
+
+    /// Records what a gateway answer says about the bucket, and merges a
+    /// grant into its block.
+    fn land(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: &[PacingRule],
+        rules_key: String,
+        response: AcquireResponse,
+    ) -> Result<()> {
+        let now = self.inner.rt.now_ms();
+        let permits = validate_grant(bucket_id, rules, &response)?;
+        let max_wait = self.inner.options.max_wait_ms;
+        let mut buckets = self.inner.buckets.borrow_mut();
+        let state = buckets
+            .get_mut(bucket_id)
+            .expect("landing on a known bucket");
+        if let Some(server_now) = response.server_now_ms {
+            state.skew_ms = server_now as i64 - now as i64;
+        }
+        state.cooldown_until_ms = response.cooldown_until_ms;
+        if let Some(rps) = response.effective_requests_per_second {
+            state.effective_rps = Some(rps);
+        }
+        state.next_refill_at = now.saturating_add(response.wait_ms);
+        if response.granted == 0 {
+            if response.wait_ms > max_wait {
+                let until = response
+                    .cooldown_until_ms
+                    .unwrap_or(now.saturating_add(response.wait_ms));
+                return Err(Error::new(
+                    ErrorCode::ProviderExhausted,
+                    format!(
+                        "provider bucket {bucket_id} asks to wait {} ms, past the {max_wait} ms limit",
+                        response.wait_ms
+                    ),
+                )
+                .with_detail(Detail::Cooldown { until_ms: until }));
+            }
+            return Ok(());
+        }
+        let last_local = permits
+            .back()
+            .map_or(now, |(at, _)| local_time(*at, state.skew_ms))
+            .max(now);
+        let expires_at = last_local + self.inner.options.block_ttl_ms;
+        match &mut state.block {
+            Some(block) if block.rules_key == rules_key && block.expires_at > now => {
+                block.permits.extend(permits);
+                block.permits.make_contiguous().sort_by_key(|(at, _)| *at);
+                block.expires_at = block.expires_at.max(expires_at);
+            }
+            slot => {
+                let stale = slot.replace(Block {
+                    permits,
+                    expires_at,
+                    rules_key,
+                    rules: rules.to_vec(),
+                    token,
+                });
+                drop(buckets);
+                if let Some(stale) = stale {
+                    self.give_back(bucket_id, stale);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The earliest cached permit of the bucket, with its local due time.
+    fn draw(&self, bucket_id: &str, rules_key: &str) -> Option<(Millis, Permit)> {
+        let now = self.inner.rt.now_ms();
+        let mut buckets = self.inner.buckets.borrow_mut();
+        let state = buckets.get_mut(bucket_id)?;
+        let usable = state
+            .block
+            .as_ref()
+            .is_some_and(|b| b.rules_key == rules_key && b.expires_at > now);
+        if !usable {
+            let stale = state.block.take();
+            drop(buckets);
+            if let Some(stale) = stale {
+                self.give_back(bucket_id, stale);
+            }
+            return None;
+        }
+        let block = state.block.as_mut().expect("usable");
+        let (at, lease) = block.permits.pop_front()?;
+        let (token, rules) = (block.token.clone(), block.rules.clone());
+        if block.permits.is_empty() {
+            state.block = None;
+        }
+        let due = local_time(at, state.skew_ms);
+        drop(buckets);
+        Some((due, self.permit(bucket_id, token, rules, lease)))
+    }
+
+    fn permit(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: Vec<PacingRule>,
+        lease: Option<String>,
+    ) -> Permit {
+        let Some(lease_id) = lease else {
+            return Permit::new(None, None);
+        };
+        let weak: Weak<Inner> = Rc::downgrade(&self.inner);
+        let bucket_id = bucket_id.to_owned();
+        let id = lease_id.clone();
+        Permit::new(
+            Some(lease_id),
+            Some(Box::new(move || {
+                if let Some(inner) = weak.upgrade() {
+                    GatewayRateState { inner }.release_leases(&bucket_id, token, &rules, vec![id]);
+                }
+            })),
+        )
+    }
+
+    /// Releases a block's leases (its pure-rate permits are forfeited: the
+    /// gateway already spent their times).
+    fn give_back(&self, bucket_id: &str, block: Block) {
+        let leases: Vec<String> = block.permits.into_iter().filter_map(|(_, l)| l).collect();
+        self.release_leases(bucket_id, block.token, &block.rules, leases);
+    }
+
+    /// Queues leases for the bucket's batched release and starts a flush if
+    /// none is running.
+    fn release_leases(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: &[PacingRule],
+        lease_ids: Vec<String>,
+    ) {
+        if lease_ids.is_empty() {
+            return;
+        }
+        let key = format!("{bucket_id}\0{}", rules_signature(rules));
+        let start = {
+            let mut releases = self.inner.releases.borrow_mut();
+            let pending = releases
+                .entry(key.clone())
+                .or_insert_with(|| PendingRelease {
+                    bucket_id: bucket_id.to_owned(),
+                    token,
+                    rules: rules.to_vec(),
+                    lease_ids: Vec::new(),
+                    flushing: false,
+                });
+            pending.lease_ids.extend(lease_ids);
+            !std::mem::replace(&mut pending.flushing, true)
+        };
+        if start {
+            let this = self.clone();
+            self.inner
+                .rt
+                .spawn(Box::pin(async move { this.flush_releases(key).await }));
+        }
+    }
+
+    async fn flush_releases(self, key: String) {
+        loop {
+            let request = {
+                let mut releases = self.inner.releases.borrow_mut();
+                let pending = releases.get_mut(&key).expect("flushing a queued release");
+                if pending.lease_ids.is_empty() {
+                    releases.remove(&key);
+                    return;
+                }
+                let take = pending.lease_ids.len().min(limits::MAX_RELEASE_BATCH);
+                ReleaseRequest {
+                    bucket_id: pending.bucket_id.clone(),
+                    rate_scope_token: pending.token.clone(),
+                    rules: pending.rules.clone(),
+                    lease_ids: pending.lease_ids.drain(..take).collect(),
+                    scheduler_schema: self.inner.options.scheduler_schema.clone(),
+                }
+            };
+            if let Err(e) = self
+                .with_retries(|| self.inner.port.release(request.clone()))
+                .await
+            {
+                *self.inner.release_failure.borrow_mut() = Some(Error {
+                    message: format!(
+                        "releasing leases of {} failed: {}",
+                        request.bucket_id, e.message
+                    ),
+                    ..e
+                });
+            }
+        }
+    }
+
+    /// A provider answered 429: drop the bucket's cached permits (so the
+    /// cooldown applies to the very next call) and tell the gateway.
+    pub async fn penalize(
+        &self,
+        bucket_id: &str,
+        rate_scope_token: Option<&str>,
+        cooldown_ms: Millis,
+    ) -> Result<()> {
+        if cooldown_ms == 0 {
+            return Ok(());
+        }
+        let stale = self
+            .inner
+            .buckets
+            .borrow_mut()
+            .get_mut(bucket_id)
+            .and_then(|s| s.block.take());
+        if let Some(stale) = stale {
+            self.give_back(bucket_id, stale);
+        }
+        let request = PenalizeRequest {
+            bucket_id: bucket_id.to_owned(),
+            rate_scope_token: rate_scope_token.map(str::to_owned),
+            cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
+            scheduler_schema: self.inner.options.scheduler_schema.clone(),
+        };
+        self.inner.round_trips.set(self.inner.round_trips.get() + 1);
+        let response = self.inner.port.penalize(request).await.map_err(|e| Error {
+            message: format!("penalize failed for {bucket_id}: {}", e.message),
+            ..e
+        })?;
+        let mut buckets = self.inner.buckets.borrow_mut();
+        let state = buckets.entry(bucket_id.to_owned()).or_default();
+        state.cooldown_until_ms = Some(response.cooldown_until_ms);
+        if let Some(rps) = response.effective_requests_per_second {
+            state.effective_rps = Some(rps);
+        }
+        Ok(())
+    }
+
+    /// A provider call succeeded; the next acquire reports it so the gateway
+    /// can raise the rate.
+    pub fn observe_success(&self, bucket_id: &str) {
+        let mut buckets = self.inner.buckets.borrow_mut();
+        let state = buckets.entry(bucket_id.to_owned()).or_default();
+        state.pending_successes = (state.pending_successes + 1).min(limits::MAX_OBSERVED_SUCCESSES);
+    }
+
+    /// The live effective rate the gateway last reported for the bucket.
+    pub fn effective_rps(&self, bucket_id: &str) -> Option<f64> {
+        self.inner
+            .buckets
+            .borrow()
+            .get(bucket_id)
+            .and_then(|s| s.effective_rps)
+    }
+
+    fn state<T>(&self, bucket_id: &str, f: impl FnOnce(&mut BucketState) -> T) -> T {
+        f(self
+            .inner
+            .buckets
+            .borrow_mut()
+            .entry(bucket_id.to_owned())
+            .or_default())
+    }
+}
+
+fn local_time(server_ms: Millis, skew_ms: i64) -> Millis {
+    (server_ms as i64 - skew_ms).max(0) as Millis
+}
+
+/// How many permits one refill asks for. Pure-rate permits are cheap to
+/// hold (already spent on the gateway), so the block asks for a horizon's
+/// worth at the configured rate and the gateway grants what its live rate
+/// fits in the horizon: a client whose last-known rate is stale still gets
+/// full blocks once the gateway's rate recovers. Concurrency permits hold
+/// scarce slots, so only the waiting callers' worth.
+fn block_size(rules: &[PacingRule], waiters: u64, options: &PacerOptions) -> u64 {
+    let configured = rules
+        .iter()
+        .map(PacingRule::requests_per_second)
+        .fold(f64::INFINITY, f64::min);
+    // The gateway spaces every permit evenly, so a block may span more than
+    // one rule window; only the horizon bounds it.
+    let horizon_budget =
+        (configured * options.block_horizon_ms as f64 / 1_000.0).floor() as u64 + 1;
+    let budget = horizon_budget.clamp(1, limits::MAX_REQUESTED);
+    match rules.iter().filter_map(|r| r.max_concurrency).min() {
+        Some(max) => waiters.max(1).min(max).min(budget),
+        None => budget.max(waiters).min(limits::MAX_REQUESTED),
+    }
+}
+
+/// A grant must carry one lease per permit exactly when the rules bound
+/// concurrency, and finite times; a grant without times (an older gateway)
+/// is usable at once.
+fn validate_grant(
+    bucket_id: &str,
+    rules: &[PacingRule],
+    response: &AcquireResponse,
+) -> Result<VecDeque<(Millis, Option<String>)>> {
+    let granted = response.granted as usize;
+    let leases = response.lease_ids.clone().unwrap_or_default();
+    let concurrency = has_concurrency(rules);
+    let bad = |message: String| Err(Error::new(ErrorCode::GatewayUnavailable, message));
+    if concurrency && leases.len() != granted {
+        return bad(format!(
+            "the gateway granted {granted} concurrency permits for {bucket_id} with {} lease ids",
+            leases.len()
+        ));
+    }
+    if !concurrency && !leases.is_empty() {
+        return bad(format!(
+            "the gateway returned {} lease ids for pure-rate bucket {bucket_id}",
+            leases.len()
+        ));
+    }
+    let times = match &response.scheduled_at_ms {
+        Some(times) if times.len() != granted => {
+            return bad(format!(
+                "the gateway granted {granted} permits for {bucket_id} with {} dispatch times",
+                times.len()
+            ))
+        }
+        Some(times) => times.clone(),
+        None => vec![0; granted],
+    };
+    let mut leases = leases.into_iter().map(Some);
+    Ok(times
+        .into_iter()
+        .map(|at| {
+            (
+                at,
+                if concurrency {
+                    leases.next().flatten()
+                } else {
+                    None
+                },
+            )
+        })
+        .collect())
+}

@@ -1,0 +1,60 @@
+//! The client's only way to the gateway. The bindings implement it over the
+//! injected JS `fetch`; tests and the simulation call a `GatewayCore` in
+//! process.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use super::runtime::LocalBoxFuture;
+use crate::error::Result;
+use crate::gateway::GatewayCore;
+use crate::protocol::{
+    AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, PenalizeRequest,
+    PenalizeResponse, ReleaseRequest, ReleaseResponse,
+};
+use crate::time::Clock;
+
+pub trait GatewayPort {
+    fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>>;
+    fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>>;
+    fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>>;
+    fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>>;
+}
+
+/// A gateway in the same process, answering at once with the clock's time.
+#[derive(Clone)]
+pub struct InProcessGateway {
+    pub core: Rc<RefCell<GatewayCore>>,
+    pub clock: Rc<dyn Clock>,
+}
+
+impl InProcessGateway {
+    pub fn new(core: GatewayCore, clock: Rc<dyn Clock>) -> Self {
+        InProcessGateway {
+            core: Rc::new(RefCell::new(core)),
+            clock,
+        }
+    }
+}
+
+impl GatewayPort for InProcessGateway {
+    fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
+        let result = self.core.borrow_mut().acquire(&req, self.clock.now_ms());
+        Box::pin(std::future::ready(result))
+    }
+
+    fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
+        let result = self.core.borrow_mut().release(&req, self.clock.now_ms());
+        Box::pin(std::future::ready(result))
+    }
+
+    fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
+        let result = self.core.borrow_mut().penalize(&req, self.clock.now_ms());
+        Box::pin(std::future::ready(result))
+    }
+
+    fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
+        let result = self.core.borrow_mut().charge(&req, self.clock.now_ms());
+        Box::pin(std::future::ready(result))
+    }
+}

@@ -1,0 +1,387 @@
+//! A fleet of isolates, each with its own pacer and budget state and many
+//! concurrent callers, sharing one gateway and one provider, on virtual
+//! time. The same run is a test (its invariants) and a benchmark (its
+//! figures).
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use super::executor::SimRuntime;
+use super::provider::{Answer, Provider, RETRY_AFTER_MS};
+use crate::client::{
+    BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway,
+    LocalBoxFuture, PacerOptions, PermitRequest, Runtime,
+};
+use crate::error::{Error, Result};
+use crate::gateway::{GatewayConfig, GatewayCore};
+use crate::protocol::{
+    AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, PacingRule,
+    PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
+};
+use crate::time::{Clock, Millis};
+
+pub const START_MS: Millis = 1_767_225_600_000;
+const BUCKET: &str = "org:provider";
+const RUN: &str = "run";
+
+#[derive(Debug, Clone)]
+pub struct FleetConfig {
+    pub isolates: usize,
+    pub callers_per_isolate: usize,
+    pub rule: PacingRule,
+    pub duration_ms: Millis,
+    /// How long the provider takes to answer a call.
+    pub call_latency_ms: Millis,
+    /// One gateway round trip.
+    pub gateway_latency_ms: Millis,
+    /// The provider's true limit: from each offset (ms since start) on,
+    /// this many requests per second.
+    pub true_limit: Vec<(Millis, u64)>,
+    pub true_max_concurrency: Option<u64>,
+    /// Offsets `[from, to)` during which the gateway refuses connections.
+    pub gateway_outages: Vec<(Millis, Millis)>,
+    /// `(isolate, offset)`: the isolate dies then, holding whatever it holds.
+    pub deaths: Vec<(usize, Millis)>,
+    pub gateway: GatewayConfig,
+    pub pacer: PacerOptions,
+    /// Charge one `toolCall` budget unit per call through the gateway.
+    pub budget_limit: Option<u64>,
+}
+
+impl FleetConfig {
+    /// 32 isolates x 8 callers against a 20 req/s rule the provider honours.
+    pub fn saturated() -> Self {
+        FleetConfig {
+            isolates: 32,
+            callers_per_isolate: 8,
+            rule: PacingRule::new(20, 1_000),
+            duration_ms: 120_000,
+            call_latency_ms: 40,
+            gateway_latency_ms: 10,
+            true_limit: vec![(0, 20)],
+            true_max_concurrency: None,
+            gateway_outages: Vec::new(),
+            deaths: Vec::new(),
+            gateway: GatewayConfig::default(),
+            pacer: PacerOptions::default(),
+            budget_limit: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct FleetReport {
+    /// Every provider dispatch, ms since start.
+    pub dispatches: Vec<Millis>,
+    /// Dispatches the provider answered 429.
+    pub rejections: Vec<Millis>,
+    /// Every time the gateway granted, ms since start.
+    pub granted: Vec<Millis>,
+    pub gateway_round_trips: u64,
+    pub max_in_flight: u64,
+    /// Errors callers saw, by code.
+    pub errors: BTreeMap<&'static str, u64>,
+    /// `(ms since start, effective req/s)` after every acquire the gateway answered.
+    pub effective_rps: Vec<(Millis, f64)>,
+    /// The budget: calls charged locally, and the gateway's counter.
+    pub budget_used: u64,
+    pub budget_counter_at_gateway: u64,
+    pub budget_reserved_unused: u64,
+}
+
+impl FleetReport {
+    /// Sliding windows `[t, t + window)` starting at a dispatch that hold
+    /// more than `limit` dispatches.
+    pub fn windows_over(&self, limit: u64, window_ms: Millis) -> usize {
+        let d = &self.dispatches;
+        let mut end = 0;
+        (0..d.len())
+            .filter(|&start| {
+                end = end.max(start);
+                while end < d.len() && d[end] < d[start] + window_ms {
+                    end += 1;
+                }
+                (end - start) as u64 > limit
+            })
+            .count()
+    }
+
+    pub fn dispatches_between(&self, from: Millis, to: Millis) -> usize {
+        self.dispatches
+            .iter()
+            .filter(|&&t| t >= from && t < to)
+            .count()
+    }
+
+    pub fn accepted_between(&self, from: Millis, to: Millis) -> usize {
+        self.dispatches_between(from, to)
+            - self
+                .rejections
+                .iter()
+                .filter(|&&t| t >= from && t < to)
+                .count()
+    }
+
+    pub fn rejection_share(&self, from: Millis, to: Millis) -> f64 {
+        let all = self.dispatches_between(from, to);
+        let rejected = self
+            .rejections
+            .iter()
+            .filter(|&&t| t >= from && t < to)
+            .count();
+        if all == 0 {
+            0.0
+        } else {
+            rejected as f64 / all as f64
+        }
+    }
+
+    pub fn round_trips_per_permit(&self) -> f64 {
+        self.gateway_round_trips as f64 / self.dispatches.len().max(1) as f64
+    }
+
+    /// Whether every dispatch used a time the gateway granted, at or after it.
+    pub fn every_dispatch_had_a_reserved_time(&self) -> bool {
+        let mut granted = self.granted.clone();
+        granted.sort_unstable();
+        let mut dispatches = self.dispatches.clone();
+        dispatches.sort_unstable();
+        let mut next = 0;
+        dispatches.iter().all(|&d| {
+            if next < granted.len() && granted[next] <= d {
+                next += 1;
+                true
+            } else {
+                false
+            }
+        })
+    }
+}
+
+/// The gateway as one isolate reaches it: a round trip of latency, refused
+/// during outages, silent once the isolate is dead.
+struct SimPort {
+    gateway: InProcessGateway,
+    rt: SimRuntime,
+    latency_ms: Millis,
+    outages: Rc<Vec<(Millis, Millis)>>,
+    alive: Rc<Cell<bool>>,
+    round_trips: Rc<Cell<u64>>,
+    granted: Rc<RefCell<Vec<Millis>>>,
+    effective: Rc<RefCell<Vec<(Millis, f64)>>>,
+}
+
+impl SimPort {
+    async fn call<T>(
+        &self,
+        f: impl FnOnce(&InProcessGateway) -> LocalBoxFuture<'_, Result<T>>,
+    ) -> Result<T> {
+        if !self.alive.get() {
+            return std::future::pending().await;
+        }
+        self.round_trips.set(self.round_trips.get() + 1);
+        self.rt.sleep(self.latency_ms / 2).await;
+        let offset = self.rt.now_ms() - START_MS;
+        if self
+            .outages
+            .iter()
+            .any(|&(from, to)| offset >= from && offset < to)
+        {
+            self.rt.sleep(self.latency_ms - self.latency_ms / 2).await;
+            return Err(Error::unavailable("connection refused"));
+        }
+        let result = f(&self.gateway).await;
+        self.rt.sleep(self.latency_ms - self.latency_ms / 2).await;
+        if !self.alive.get() {
+            return std::future::pending().await;
+        }
+        result
+    }
+}
+
+impl GatewayPort for SimPort {
+    fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
+        Box::pin(async move {
+            let r = self.call(|g| g.acquire(req)).await?;
+            let offset = self.rt.now_ms() - START_MS;
+            if let Some(times) = &r.scheduled_at_ms {
+                self.granted
+                    .borrow_mut()
+                    .extend(times.iter().map(|t| t - START_MS));
+            }
+            if let Some(rps) = r.effective_requests_per_second {
+                self.effective.borrow_mut().push((offset, rps));
+            }
+            Ok(r)
+        })
+    }
+
+    fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
+        Box::pin(self.call(|g| g.release(req)))
+    }
+
+    fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
+        Box::pin(self.call(|g| g.penalize(req)))
+    }
+
+    fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
+        Box::pin(self.call(|g| g.charge(req)))
+    }
+}
+
+pub fn run_fleet(config: &FleetConfig) -> FleetReport {
+    let rt = SimRuntime::new(START_MS);
+    let clock: Rc<dyn Clock> = Rc::new(rt.clone());
+    let gateway = InProcessGateway::new(
+        GatewayCore::new(config.gateway.clone(), 7).expect("valid gateway config"),
+        clock,
+    );
+    let limits = config.true_limit.clone();
+    let provider = Rc::new(Provider::new(
+        move |now| {
+            let offset = now - START_MS;
+            limits
+                .iter()
+                .rev()
+                .find(|(from, _)| offset >= *from)
+                .map_or(u64::MAX, |(_, n)| *n)
+        },
+        config.true_max_concurrency,
+    ));
+    let round_trips = Rc::new(Cell::new(0));
+    let granted = Rc::new(RefCell::new(Vec::new()));
+    let effective = Rc::new(RefCell::new(Vec::new()));
+    let errors: Rc<RefCell<BTreeMap<&'static str, u64>>> = Rc::default();
+    let budget_used = Rc::new(Cell::new(0u64));
+    let outages = Rc::new(config.gateway_outages.clone());
+    let end = START_MS + config.duration_ms;
+    let mut budgets = Vec::new();
+
+    for isolate in 0..config.isolates {
+        let alive = Rc::new(Cell::new(true));
+        let port: Rc<dyn GatewayPort> = Rc::new(SimPort {
+            gateway: gateway.clone(),
+            rt: rt.clone(),
+            latency_ms: config.gateway_latency_ms,
+            outages: outages.clone(),
+            alive: alive.clone(),
+            round_trips: round_trips.clone(),
+            granted: granted.clone(),
+            effective: effective.clone(),
+        });
+        let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
+        let pacer = GatewayRateState::new(port.clone(), runtime.clone(), config.pacer.clone());
+        let budget = Rc::new(GatewayBudgetState::new(port, runtime, isolate as u64 + 1));
+        budgets.push(budget.clone());
+        if let Some(&(_, at)) = config.deaths.iter().find(|(i, _)| *i == isolate) {
+            let (rt2, alive) = (rt.clone(), alive.clone());
+            rt.spawn(Box::pin(async move {
+                rt2.sleep(at).await;
+                alive.set(false);
+            }));
+        }
+        for _ in 0..config.callers_per_isolate {
+            let caller = Caller {
+                rt: rt.clone(),
+                pacer: pacer.clone(),
+                budget: budget.clone(),
+                budget_limit: config.budget_limit,
+                provider: provider.clone(),
+                rules: vec![config.rule.clone()],
+                alive: alive.clone(),
+                errors: errors.clone(),
+                budget_used: budget_used.clone(),
+                call_latency_ms: config.call_latency_ms,
+                end,
+            };
+            rt.spawn(Box::pin(caller.run()));
+        }
+    }
+    rt.run_until(end);
+
+    let budget_counter_at_gateway = gateway.core.borrow().budget_counter(RUN, "toolCall");
+    let to_offsets = |v: Vec<Millis>| v.into_iter().map(|t| t - START_MS).collect::<Vec<_>>();
+    let mut dispatches = to_offsets(provider.dispatches());
+    dispatches.sort_unstable();
+    let report = FleetReport {
+        dispatches,
+        rejections: to_offsets(provider.rejections()),
+        granted: granted.borrow().clone(),
+        gateway_round_trips: round_trips.get(),
+        max_in_flight: provider.max_in_flight(),
+        errors: errors.borrow().clone(),
+        effective_rps: effective.borrow().clone(),
+        budget_used: budget_used.get(),
+        budget_counter_at_gateway,
+        budget_reserved_unused: budgets
+            .iter()
+            .map(|b| b.reserved_unused(RUN, "toolCall"))
+            .sum(),
+    };
+    report
+}
+
+struct Caller {
+    rt: SimRuntime,
+    pacer: GatewayRateState,
+    budget: Rc<GatewayBudgetState>,
+    budget_limit: Option<u64>,
+    provider: Rc<Provider>,
+    rules: Vec<PacingRule>,
+    alive: Rc<Cell<bool>>,
+    errors: Rc<RefCell<BTreeMap<&'static str, u64>>>,
+    budget_used: Rc<Cell<u64>>,
+    call_latency_ms: Millis,
+    end: Millis,
+}
+
+impl Caller {
+    async fn run(self) {
+        while self.rt.now_ms() < self.end && self.alive.get() {
+            if let Err(e) = self.one_call().await {
+                *self.errors.borrow_mut().entry(e.code.as_str()).or_default() += 1;
+                self.rt.sleep(100).await;
+            }
+        }
+    }
+
+    async fn one_call(&self) -> Result<()> {
+        let permit = self
+            .pacer
+            .acquire(PermitRequest {
+                bucket_id: BUCKET,
+                rate_scope_token: None,
+                rules: &self.rules,
+                signal: None,
+            })
+            .await?;
+        if !self.alive.get() || self.rt.now_ms() >= self.end {
+            // A dead isolate never hands anything back.
+            std::mem::forget(permit);
+            return Ok(());
+        }
+        if let Some(limit) = self.budget_limit {
+            let charge = [BudgetCharge {
+                key: "toolCall".into(),
+                amount: 1,
+                limit,
+            }];
+            self.budget.charge(RUN, &charge).await?;
+            self.budget_used.set(self.budget_used.get() + 1);
+        }
+        let answer = self.provider.begin(self.rt.now_ms());
+        self.rt.sleep(self.call_latency_ms).await;
+        self.provider.end();
+        if !self.alive.get() {
+            std::mem::forget(permit);
+            return Ok(());
+        }
+        match answer {
+            Answer::Ok => self.pacer.observe_success(BUCKET),
+            Answer::TooManyRequests => self.pacer.penalize(BUCKET, None, RETRY_AFTER_MS).await?,
+        }
+        drop(permit);
+        Ok(())
+    }
+}

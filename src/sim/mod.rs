@@ -1,0 +1,11 @@
+//! Deterministic simulation on virtual time: an executor whose clock jumps
+//! from timer to timer, a provider with a hidden limit, and a fleet of
+//! isolates sharing one gateway.
+
+mod executor;
+mod fleet;
+mod provider;
+
+pub use executor::SimRuntime;
+pub use fleet::{run_fleet, FleetConfig, FleetReport, START_MS};
+pub use provider::{Answer, Provider, RETRY_AFTER_MS};

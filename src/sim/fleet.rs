@@ -347,6 +347,18 @@ impl Caller {
     }
 
     async fn one_call(&self) -> Result<()> {
+        // The budget is charged before the permit is drawn: a permit must be
+        // used at its time, and a charge that waits out a gateway outage
+        // would otherwise send the call late, next to the following permit.
+        if let Some(limit) = self.budget_limit {
+            let charge = [BudgetCharge {
+                key: "toolCall".into(),
+                amount: 1,
+                limit,
+            }];
+            self.budget.charge(RUN, &charge).await?;
+            self.budget_used.set(self.budget_used.get() + 1);
+        }
         let permit = self
             .pacer
             .acquire(PermitRequest {
@@ -360,15 +372,6 @@ impl Caller {
             // A dead isolate never hands anything back.
             std::mem::forget(permit);
             return Ok(());
-        }
-        if let Some(limit) = self.budget_limit {
-            let charge = [BudgetCharge {
-                key: "toolCall".into(),
-                amount: 1,
-                limit,
-            }];
-            self.budget.charge(RUN, &charge).await?;
-            self.budget_used.set(self.budget_used.get() + 1);
         }
         let answer = self.provider.begin(self.rt.now_ms());
         self.rt.sleep(self.call_latency_ms).await;

@@ -5,6 +5,7 @@
 mod executor;
 mod fleet;
 mod provider;
+pub mod scenarios;
 
 pub use executor::SimRuntime;
 pub use fleet::{run_fleet, FleetConfig, FleetReport, START_MS};

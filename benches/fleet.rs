@@ -1,0 +1,103 @@
+//! The fleet simulation's figures: `cargo bench --bench fleet`. Every
+//! scenario runs at the gateway's default 1 s horizon and at the fleet
+//! horizon of 2 s, side by side. Under `cargo test` (no `--bench` flag) it
+//! runs each scenario once at the fleet horizon and prints the same table,
+//! as a smoke test.
+
+use std::time::Instant;
+
+use paceline::sim::scenarios::{
+    concurrency_with_deaths, gateway_outage, hidden_limit, saturated, time_to_reach, DEATHS_AT_MS,
+    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS,
+};
+use paceline::sim::{run_fleet, FleetConfig, FleetReport};
+
+fn row(
+    scenario: &str,
+    horizon: u64,
+    config: &FleetConfig,
+    figures: impl Fn(&FleetReport) -> String,
+) {
+    let start = Instant::now();
+    let r = run_fleet(config);
+    let wall = start.elapsed();
+    println!(
+        "| {scenario} | {horizon} | {} | {} | {} | {:.4} | {} | {:.1} ms |",
+        r.dispatches.len(),
+        r.windows_over(config.rule.requests_per_window, config.rule.window_ms),
+        r.rejections.len(),
+        r.round_trips_per_permit(),
+        figures(&r),
+        wall.as_secs_f64() * 1e3,
+    );
+}
+
+fn main() {
+    let benchmarking = std::env::args().any(|a| a == "--bench");
+    let horizons: &[u64] = if benchmarking {
+        &[1_000, FLEET_HORIZON_MS]
+    } else {
+        &[FLEET_HORIZON_MS]
+    };
+    println!("| scenario | horizon ms | dispatches | windows over the rule | 429s | gateway round trips / permit | scenario figures | wall time |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for &h in horizons {
+        row(
+            "saturated: 32 isolates x 8 callers, 20/s, 120 s",
+            h,
+            &saturated(h),
+            |r| {
+                format!(
+                    "utilization {:.2}% of 20/s (10-110 s)",
+                    r.dispatches_between(10_000, 110_000) as f64 / 2_000.0 * 100.0
+                )
+            },
+        );
+        let deaths = concurrency_with_deaths(h);
+        let ttl = deaths.gateway.lease_ttl_ms;
+        row(
+            "maxConcurrency 5, 4 of 8 isolates die at 30 s",
+            h,
+            &deaths,
+            move |r| {
+                let before =
+                    r.dispatches_between(DEATHS_AT_MS - 10_000, DEATHS_AT_MS) as f64 / 10.0;
+                let after = r
+                    .dispatches_between(DEATHS_AT_MS + ttl + 2_000, DEATHS_AT_MS + ttl + 12_000)
+                    as f64
+                    / 10.0;
+                format!("max in flight {}; {before:.1}/s before, {after:.1}/s after the {ttl} ms lease TTL", r.max_in_flight)
+            },
+        );
+        row(
+            "hidden limit 8/s (40%) until 60 s, then 20/s",
+            h,
+            &hidden_limit(h),
+            |r| {
+                let throughput = r.accepted_between(10_000, LIMIT_RISES_AT_MS) as f64 / 50.0;
+                format!(
+                "after 10 s: 429s {:.2}%, throughput {:.1}% of 8/s; back to 95% of 20/s in {} ms",
+                r.rejection_share(10_000, LIMIT_RISES_AT_MS) * 100.0,
+                throughput / 8.0 * 100.0,
+                time_to_reach(r, LIMIT_RISES_AT_MS, 19.0).map_or("never".into(), |ms| ms.to_string())
+            )
+            },
+        );
+        row(
+            "gateway down 40-45 s, budget charged per call",
+            h,
+            &gateway_outage(h),
+            |r| {
+                format!(
+                "GATEWAY_UNAVAILABLE seen {}x; {:.1}/s after; budget used {} + held {} = gateway {}; all dispatches reserved: {}",
+                r.errors.get("GATEWAY_UNAVAILABLE").copied().unwrap_or(0),
+                r.dispatches_between(OUTAGE_MS.1 + 5_000, OUTAGE_MS.1 + 15_000) as f64 / 10.0,
+                r.budget_used,
+                r.budget_reserved_unused,
+                r.budget_counter_at_gateway,
+                r.every_dispatch_had_a_reserved_time()
+            )
+            },
+        );
+    }
+}

@@ -60,25 +60,27 @@ impl SimRuntime {
     /// Runs tasks, jumping time from timer to timer, until nothing is left
     /// to do before `until_ms`; the clock then stands at `until_ms`.
     pub fn run_until(&self, until_ms: Millis) {
+        self.run_timers_until(until_ms);
+        self.state.now.set(self.state.now.get().max(until_ms));
+    }
+
+    /// Runs until no task can ever wake again; the clock stays at the last
+    /// timer that fired.
+    pub fn run_to_completion(&self) {
+        self.run_timers_until(Millis::MAX);
+    }
+
+    fn run_timers_until(&self, until_ms: Millis) {
         loop {
             self.run_ready();
-            let next = self.next_timer();
-            match next {
+            match self.next_timer() {
                 Some(at) if at <= until_ms => {
                     self.state.now.set(self.state.now.get().max(at));
                     self.fire_timers();
                 }
-                _ => {
-                    self.state.now.set(self.state.now.get().max(until_ms));
-                    return;
-                }
+                _ => return,
             }
         }
-    }
-
-    /// Runs until no task is left or none can ever wake.
-    pub fn run_to_completion(&self) {
-        self.run_until(Millis::MAX);
     }
 
     pub fn pending_tasks(&self) -> usize {

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod gateway;
+pub mod port;
 
 use paceline::protocol::{
     decode, encode, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, ErrorBody,

@@ -1,0 +1,338 @@
+//! The block-leasing pacer against the real scheduler, on virtual time.
+
+mod common;
+
+use std::rc::Rc;
+
+use common::port::{block_on, spawn, ScriptedPort};
+use paceline::client::{
+    AbortSignal, GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime,
+};
+use paceline::protocol::PacingRule;
+use paceline::sim::SimRuntime;
+use paceline::time::Clock;
+use paceline::{Detail, ErrorCode, Result};
+
+const T0: u64 = 1_767_225_600_000;
+const BUCKET: &str = "org:p";
+
+fn setup(skew_ms: i64) -> (SimRuntime, Rc<ScriptedPort>, GatewayRateState) {
+    let rt = SimRuntime::new(T0);
+    let port = ScriptedPort::new(&rt, skew_ms);
+    let port_dyn: Rc<dyn GatewayPort> = port.clone();
+    let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
+    let pacer = GatewayRateState::new(port_dyn, runtime, PacerOptions::default());
+    (rt, port, pacer)
+}
+
+fn rate(n: u64) -> Vec<PacingRule> {
+    vec![PacingRule::new(n, 1_000)]
+}
+
+async fn take(
+    pacer: &GatewayRateState,
+    rules: &[PacingRule],
+    signal: Option<&AbortSignal>,
+) -> Result<Permit> {
+    pacer
+        .acquire(PermitRequest {
+            bucket_id: BUCKET,
+            rate_scope_token: None,
+            rules,
+            signal,
+        })
+        .await
+}
+
+/// Acquires `n` permits one after another; returns when each was handed out.
+fn times_of(
+    rt: &SimRuntime,
+    pacer: &GatewayRateState,
+    rules: Vec<PacingRule>,
+    n: usize,
+) -> Vec<u64> {
+    let (rt2, pacer) = (rt.clone(), pacer.clone());
+    block_on(rt, async move {
+        let mut times = Vec::new();
+        for _ in 0..n {
+            let _permit = take(&pacer, &rules, None).await.unwrap();
+            times.push(rt2.now_ms() - T0);
+        }
+        times
+    })
+}
+
+#[test]
+fn a_block_is_drawn_earliest_first_each_permit_at_its_time_for_one_round_trip() {
+    let (rt, port, pacer) = setup(0);
+    assert_eq!(times_of(&rt, &pacer, rate(20), 5), [0, 50, 100, 150, 200]);
+    assert_eq!(port.acquires.borrow().len(), 1);
+    assert_eq!(
+        port.acquires.borrow()[0].requested,
+        21,
+        "a horizon's worth at 20/s"
+    );
+}
+
+#[test]
+fn one_refill_serves_every_caller_waiting_on_it() {
+    let (rt, port, pacer) = setup(0);
+    let rules = rate(20);
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let (pacer, rules, rt2) = (pacer.clone(), rules.clone(), rt.clone());
+            spawn(&rt, async move {
+                let _p = take(&pacer, &rules, None).await.unwrap();
+                rt2.now_ms() - T0
+            })
+        })
+        .collect();
+    rt.run_to_completion();
+    let mut times: Vec<u64> = handles
+        .iter()
+        .map(|h| h.borrow_mut().take().unwrap())
+        .collect();
+    times.sort_unstable();
+    assert_eq!(times, [0, 50, 100, 150, 200, 250, 300, 350]);
+    assert_eq!(port.acquires.borrow().len(), 1, "single-flight refill");
+}
+
+#[test]
+fn the_wait_until_a_dispatch_time_is_corrected_for_the_gateways_clock() {
+    let (rt, _port, pacer) = setup(5_000);
+    assert_eq!(
+        times_of(&rt, &pacer, rate(20), 3),
+        [0, 50, 100],
+        "server 5 s ahead, no extra wait"
+    );
+}
+
+#[test]
+fn an_abort_while_waiting_for_a_dispatch_time_hands_the_lease_back() {
+    let (rt, port, pacer) = setup(0);
+    let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(4)];
+    let signal = AbortSignal::new();
+    let (p, r) = (pacer.clone(), rules.clone());
+    let first = spawn(&rt, async move { take(&p, &r, None).await });
+    let (p, r, s) = (pacer.clone(), rules.clone(), signal.clone());
+    let second = spawn(&rt, async move { take(&p, &r, Some(&s)).await.map(|_| ()) });
+    rt.run_until(T0 + 20);
+    signal.abort();
+    rt.run_until(T0 + 30);
+    let first = first.borrow_mut().take().unwrap().unwrap();
+    assert_eq!(
+        second.borrow_mut().take().unwrap().unwrap_err().code,
+        ErrorCode::Aborted
+    );
+    let released: Vec<String> = port
+        .releases
+        .borrow()
+        .iter()
+        .flat_map(|r| r.lease_ids.clone())
+        .collect();
+    assert_eq!(
+        released.len(),
+        1,
+        "the aborted caller's lease, drawn for T0+50, went back"
+    );
+    assert_ne!(Some(released[0].as_str()), first.lease_id());
+    let view = port
+        .gateway
+        .core
+        .borrow_mut()
+        .bucket(BUCKET, None, T0 + 30)
+        .unwrap()
+        .unwrap();
+    assert_eq!(view.live_leases, 1, "only the held permit's lease is live");
+}
+
+#[test]
+fn permits_released_together_go_back_in_one_batch() {
+    let (rt, port, pacer) = setup(0);
+    let rules = vec![PacingRule::new(100, 1_000).with_max_concurrency(5)];
+    let (p, r) = (pacer.clone(), rules.clone());
+    block_on(&rt, async move {
+        let mut permits = Vec::new();
+        for _ in 0..5 {
+            permits.push(take(&p, &r, None).await.unwrap());
+        }
+        drop(permits);
+    });
+    let releases = port.releases.borrow();
+    assert_eq!(releases.len(), 1, "{releases:?}");
+    assert_eq!(releases[0].lease_ids.len(), 5);
+}
+
+#[test]
+fn gateway_failures_are_retried_after_100_and_250_ms_then_surface() {
+    let (rt, port, pacer) = setup(0);
+    port.refuse.set(2);
+    assert_eq!(times_of(&rt, &pacer, rate(20), 1), [350]);
+    let (rt, port, pacer) = setup(0);
+    port.refuse.set(3);
+    let rules = rate(20);
+    let e = block_on(
+        &rt,
+        async move { take(&pacer, &rules, None).await.map(|_| ()) },
+    )
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::GatewayUnavailable);
+    assert!(e.message.contains("failed 3 times"), "{}", e.message);
+    assert_eq!(port.calls.get(), 3);
+}
+
+#[test]
+fn a_grant_whose_leases_do_not_match_its_permits_is_refused() {
+    let (rt, port, pacer) = setup(0);
+    *port.rewrite.borrow_mut() = Some(Box::new(|mut r| {
+        r.lease_ids.as_mut().unwrap().pop();
+        r
+    }));
+    let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(3)];
+    let e = block_on(
+        &rt,
+        async move { take(&pacer, &rules, None).await.map(|_| ()) },
+    )
+    .unwrap_err();
+    assert!(
+        e.message
+            .contains("granted 1 concurrency permits for org:p with 0 lease ids"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn a_grant_from_an_older_gateway_without_times_is_usable_at_once() {
+    let (rt, port, pacer) = setup(0);
+    *port.rewrite.borrow_mut() = Some(Box::new(|mut r| {
+        r.scheduled_at_ms = None;
+        r
+    }));
+    assert_eq!(times_of(&rt, &pacer, rate(20), 3), [0, 0, 0]);
+}
+
+#[test]
+fn a_wait_past_the_limit_fails_fast_with_provider_exhausted_and_its_cooldown() {
+    let (rt, port, pacer) = setup(0);
+    let rules = rate(20);
+    let (p, r) = (pacer.clone(), rules.clone());
+    block_on(&rt, async move {
+        drop(take(&p, &r, None).await.unwrap());
+        p.penalize(BUCKET, None, 300_000).await.unwrap();
+    });
+    let e = block_on(
+        &rt,
+        async move { take(&pacer, &rules, None).await.map(|_| ()) },
+    )
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ProviderExhausted);
+    assert!(matches!(e.detail, Some(Detail::Cooldown { until_ms }) if until_ms >= T0 + 300_000));
+    assert_eq!(port.acquires.borrow().len(), 2);
+}
+
+#[test]
+fn penalize_drops_the_cached_block_so_the_cooldown_applies_to_the_next_call() {
+    let (rt, port, pacer) = setup(0);
+    let rules = rate(20);
+    let (p, r, rt2) = (pacer.clone(), rules.clone(), rt.clone());
+    let next = block_on(&rt, async move {
+        drop(take(&p, &r, None).await.unwrap());
+        p.penalize(BUCKET, None, 2_000).await.unwrap();
+        let _again = take(&p, &r, None).await.unwrap();
+        rt2.now_ms() - T0
+    });
+    assert!(
+        next >= 2_000,
+        "dispatched inside the cooldown at +{next} ms"
+    );
+    assert_eq!(
+        port.acquires.borrow().len(),
+        2,
+        "the cached 20 permits were not drawn"
+    );
+}
+
+#[test]
+fn a_failed_penalize_is_surfaced_to_its_caller() {
+    let (rt, port, pacer) = setup(0);
+    port.refuse.set(1);
+    let e = block_on(
+        &rt,
+        async move { pacer.penalize(BUCKET, None, 1_000).await },
+    )
+    .unwrap_err();
+    assert_eq!(e.code, ErrorCode::GatewayUnavailable);
+    assert!(
+        e.message.starts_with("penalize failed for org:p"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn a_failed_batched_release_surfaces_on_the_next_acquire() {
+    let (rt, port, pacer) = setup(0);
+    let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(3)];
+    let (p, r, port2) = (pacer.clone(), rules.clone(), port.clone());
+    block_on(&rt, async move {
+        let permit = take(&p, &r, None).await.unwrap();
+        port2.refuse.set(3);
+        drop(permit);
+    });
+    assert_eq!(port.releases.borrow().len(), 3, "tried, then retried twice");
+    let e = block_on(
+        &rt,
+        async move { take(&pacer, &rules, None).await.map(|_| ()) },
+    )
+    .unwrap_err();
+    assert!(
+        e.message.starts_with("releasing leases of org:p failed"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn successes_ride_on_the_next_acquire() {
+    let (rt, port, pacer) = setup(0);
+    let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(1)];
+    let (p, r) = (pacer.clone(), rules.clone());
+    block_on(&rt, async move {
+        for _ in 0..3 {
+            let permit = take(&p, &r, None).await.unwrap();
+            p.observe_success(BUCKET);
+            drop(permit);
+        }
+    });
+    let sent: Vec<u64> = port
+        .acquires
+        .borrow()
+        .iter()
+        .map(|a| a.observed_successes)
+        .collect();
+    assert_eq!(
+        sent,
+        [0, 1, 1],
+        "each refill reports what was seen since the last"
+    );
+}
+
+#[test]
+fn a_permit_is_released_once_however_often_it_is_dropped_or_released() {
+    let (rt, port, pacer) = setup(0);
+    let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(2)];
+    block_on(&rt, async move {
+        let mut permit = take(&pacer, &rules, None).await.unwrap();
+        permit.release();
+        permit.release();
+        drop(permit);
+    });
+    let released: usize = port
+        .releases
+        .borrow()
+        .iter()
+        .map(|r| r.lease_ids.len())
+        .sum();
+    assert_eq!(released, 1);
+}

@@ -336,3 +336,12 @@ fn a_permit_is_released_once_however_often_it_is_dropped_or_released() {
         .sum();
     assert_eq!(released, 1);
 }
+
+#[test]
+fn the_local_rate_state_paces_with_its_own_scheduler() {
+    let rt = SimRuntime::new(T0);
+    let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
+    let local = GatewayRateState::local(runtime, PacerOptions::default(), 1);
+    assert!(!local.is_gateway_authoritative());
+    assert_eq!(times_of(&rt, &local, rate(10), 3), [0, 100, 200]);
+}

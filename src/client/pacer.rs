@@ -7,9 +7,10 @@ use std::collections::{HashMap, VecDeque};
 use std::rc::{Rc, Weak};
 
 use super::permit::Permit;
-use super::port::GatewayPort;
+use super::port::{GatewayPort, InProcessGateway};
 use super::runtime::{abortable, AbortSignal, Event, Runtime};
 use crate::error::{Detail, Error, ErrorCode, Result};
+use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{
     has_concurrency, limits, rules_signature, AcquireRequest, AcquireResponse, PacingRule,
     PenalizeRequest, ReleaseRequest,
@@ -98,6 +99,9 @@ struct Inner {
     /// surfaces it.
     release_failure: RefCell<Option<Error>>,
     round_trips: std::cell::Cell<u64>,
+    /// Whether the gateway behind the port is the shared authority (and so
+    /// the only place the rate adapts), or this isolate's own.
+    authoritative: bool,
 }
 
 /// Client side of the rate contract against a shared gateway.
@@ -108,6 +112,25 @@ pub struct GatewayRateState {
 
 impl GatewayRateState {
     pub fn new(port: Rc<dyn GatewayPort>, rt: Rc<dyn Runtime>, options: PacerOptions) -> Self {
+        Self::build(port, rt, options, true)
+    }
+
+    /// `LocalRateState`: the same contract with a scheduler of its own in
+    /// this isolate's memory, for one isolate or for tests.
+    pub fn local(rt: Rc<dyn Runtime>, options: PacerOptions, seed: u64) -> Self {
+        let clock: Rc<dyn crate::time::Clock> = Rc::new(RuntimeClock(rt.clone()));
+        let core =
+            GatewayCore::new(GatewayConfig::default(), seed).expect("the default config is valid");
+        let port: Rc<dyn GatewayPort> = Rc::new(InProcessGateway::new(core, clock));
+        Self::build(port, rt, options, false)
+    }
+
+    fn build(
+        port: Rc<dyn GatewayPort>,
+        rt: Rc<dyn Runtime>,
+        options: PacerOptions,
+        authoritative: bool,
+    ) -> Self {
         GatewayRateState {
             inner: Rc::new(Inner {
                 port,
@@ -117,8 +140,14 @@ impl GatewayRateState {
                 releases: RefCell::new(HashMap::new()),
                 release_failure: RefCell::new(None),
                 round_trips: std::cell::Cell::new(0),
+                authoritative,
             }),
         }
+    }
+
+    /// True for a shared gateway: backpressure and successes go only there.
+    pub fn is_gateway_authoritative(&self) -> bool {
+        self.inner.authoritative
     }
 
     /// Gateway calls made so far (acquire, release, penalize), for the
@@ -549,6 +578,15 @@ impl GatewayRateState {
             .borrow_mut()
             .entry(bucket_id.to_owned())
             .or_default())
+    }
+}
+
+/// A runtime read as a clock, for the local scheduler.
+struct RuntimeClock(Rc<dyn Runtime>);
+
+impl crate::time::Clock for RuntimeClock {
+    fn now_ms(&self) -> Millis {
+        self.0.now_ms()
     }
 }
 

@@ -75,6 +75,9 @@ pub enum Detail {
     Cooldown { until_ms: u64 },
     /// `GATEWAY_UNAVAILABLE`: the HTTP status the gateway answered, if any.
     Status(u16),
+    /// An exception the host raised (a user callback, `fetch`), kept by the
+    /// bindings under this handle so it reaches the caller unchanged.
+    Foreign(u64),
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -1,10 +1,50 @@
 //! Core errors become JS `Error`s with a string `code` and, where the code
-//! has them, structured fields (`key`, `observed`, `limit`, `cooldownUntilMs`).
+//! has them, structured fields (`key`, `observed`, `limit`,
+//! `cooldownUntilMs`). An exception JS raised into the core (from `fetch`
+//! or a user callback) is kept here and handed back as the same value.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use js_sys::Reflect;
 use wasm_bindgen::JsValue;
 
-use crate::error::{Detail, Error};
+use crate::error::{Detail, Error, ErrorCode};
+
+/// Kept exceptions. An error may be cloned to several waiters, so each
+/// conversion reads (does not take) its exception; the oldest are dropped
+/// past this many.
+const KEPT_EXCEPTIONS: u64 = 256;
+
+thread_local! {
+    static FOREIGN: RefCell<(u64, HashMap<u64, JsValue>)> = RefCell::new((0, HashMap::new()));
+}
+
+/// Wraps a JS exception as a core error with `code`, remembering the value.
+/// The message and code come from the exception when it has them, so the
+/// core can still decide (retry a transport failure, not a refusal).
+pub(crate) fn foreign(thrown: JsValue, default_code: ErrorCode) -> Error {
+    let text = |key: &str| {
+        Reflect::get(&thrown, &JsValue::from_str(key))
+            .ok()
+            .and_then(|v| v.as_string())
+    };
+    let code = text("code")
+        .and_then(|c| ErrorCode::parse(&c))
+        .unwrap_or(default_code);
+    let message = text("message")
+        .or_else(|| thrown.as_string())
+        .unwrap_or_else(|| "a JS exception".into());
+    let handle = FOREIGN.with(|f| {
+        let mut f = f.borrow_mut();
+        f.0 += 1;
+        let handle = f.0;
+        f.1.insert(handle, thrown);
+        f.1.remove(&handle.wrapping_sub(KEPT_EXCEPTIONS));
+        handle
+    });
+    Error::new(code, message).with_detail(Detail::Foreign(handle))
+}
 
 fn set(target: &JsValue, key: &str, value: JsValue) {
     // Setting a plain data property on a fresh Error cannot throw.
@@ -13,6 +53,11 @@ fn set(target: &JsValue, key: &str, value: JsValue) {
 
 impl From<Error> for JsValue {
     fn from(e: Error) -> JsValue {
+        if let Some(Detail::Foreign(handle)) = e.detail {
+            if let Some(original) = FOREIGN.with(|f| f.borrow().1.get(&handle).cloned()) {
+                return original;
+            }
+        }
         let js = js_sys::Error::new(&e.message);
         js.set_name("PacelineError");
         let target: JsValue = js.into();
@@ -37,7 +82,7 @@ impl From<Error> for JsValue {
             Some(Detail::Status(status)) => {
                 set(&target, "status", JsValue::from_f64(f64::from(status)));
             }
-            None => {}
+            Some(Detail::Foreign(_)) | None => {}
         }
         target
     }

@@ -1,0 +1,90 @@
+//! `GatewayBudgetState` and `LocalBudgetState` for JS.
+
+use std::rc::Rc;
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use super::js::{from_js, random_seed, to_js};
+use super::port::JsPort;
+use super::runtime::JsRuntime;
+use crate::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState, Runtime};
+use crate::protocol::ChargeRequest;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_BUDGET: &'static str = r#"
+export interface BudgetChargeInit { key: string; amount: number; limit: number }
+export interface ChargeInput { rootRunId: string; charges: BudgetChargeInit[] }
+export interface ChargeResult { counters: Record<string, number> }
+"#;
+
+fn charge_promise(state: Rc<dyn BudgetState>, input: JsValue) -> js_sys::Promise {
+    future_to_promise(async move {
+        // The client makes its own reservation ids; a caller's is ignored.
+        let with_id = js_sys::Object::assign(&js_sys::Object::new(), &input.unchecked_into());
+        js_sys::Reflect::set(&with_id, &"reservationId".into(), &"client".into())?;
+        let req: ChargeRequest = from_js(&with_id)?;
+        let counters = state.charge(&req.root_run_id, &req.charges).await?;
+        to_js(&counters)
+    })
+}
+
+/// Budget counters reserved at the gateway in blocks.
+#[wasm_bindgen(js_name = GatewayBudgetState)]
+pub struct JsGatewayBudgetState {
+    pub(crate) inner: Rc<dyn BudgetState>,
+}
+
+#[wasm_bindgen(js_class = GatewayBudgetState)]
+impl JsGatewayBudgetState {
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "GatewayPortLike")] port: JsValue,
+    ) -> Result<JsGatewayBudgetState, JsValue> {
+        let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
+        let rt: Rc<dyn Runtime> = Rc::new(JsRuntime);
+        Ok(JsGatewayBudgetState {
+            inner: Rc::new(GatewayBudgetState::new(port, rt, random_seed())),
+        })
+    }
+
+    /// Charges every one of `charges` or none; over a limit it rejects with
+    /// `BUDGET_EXCEEDED` and the key, observed count and limit.
+    #[wasm_bindgen(unchecked_return_type = "Promise<ChargeResult>")]
+    pub fn charge(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChargeInput")] input: JsValue,
+    ) -> js_sys::Promise {
+        charge_promise(self.inner.clone(), input)
+    }
+}
+
+/// Budget counters in this isolate's memory.
+#[wasm_bindgen(js_name = LocalBudgetState)]
+pub struct JsLocalBudgetState {
+    pub(crate) inner: Rc<dyn BudgetState>,
+}
+
+#[wasm_bindgen(js_class = LocalBudgetState)]
+impl JsLocalBudgetState {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> JsLocalBudgetState {
+        JsLocalBudgetState {
+            inner: Rc::new(LocalBudgetState::new()),
+        }
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<ChargeResult>")]
+    pub fn charge(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChargeInput")] input: JsValue,
+    ) -> js_sys::Promise {
+        charge_promise(self.inner.clone(), input)
+    }
+}
+
+impl Default for JsLocalBudgetState {
+    fn default() -> Self {
+        Self::new()
+    }
+}

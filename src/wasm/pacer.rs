@@ -1,0 +1,204 @@
+//! `GatewayRateState` and `LocalRateState` for JS: promises of permits,
+//! `AbortSignal`s honoured.
+
+use std::rc::Rc;
+
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use super::js::{from_js, options_field, random_seed};
+use super::port::JsPort;
+use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
+use crate::client::{GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime};
+use crate::error::Result;
+use crate::protocol::{PenalizeRequest, PermitTarget};
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_PACER: &'static str = r#"
+export interface PacingRuleInit {
+  requestsPerWindow: number;
+  windowMs: number;
+  maxConcurrency?: number;
+  adaptiveMaxRps?: number;
+}
+export interface PacerOptions {
+  /** The gateway's horizon; a block asks for this much time's worth (default 1000). */
+  blockHorizonMs?: number;
+  /** Undrawn permits are given up this long after their block's last time (default 5000). */
+  blockTtlMs?: number;
+  /** A refusal asking to wait longer fails with PROVIDER_EXHAUSTED (default 120000). */
+  maxWaitMs?: number;
+  schedulerSchema?: string;
+}
+export interface AcquireInput {
+  bucketId: string;
+  rateScopeToken?: string | null;
+  rules: PacingRuleInit[];
+  signal?: AbortSignal;
+}
+export interface PenalizeInput {
+  bucketId: string;
+  rateScopeToken?: string | null;
+  cooldownMs: number;
+}
+export interface GatewayPortLike {
+  acquire(request: unknown): Promise<unknown> | unknown;
+  release(request: unknown): Promise<unknown> | unknown;
+  penalize(request: unknown): Promise<unknown> | unknown;
+  charge(request: unknown): Promise<unknown> | unknown;
+}
+"#;
+
+pub(crate) fn pacer_options(options: &JsValue) -> Result<PacerOptions> {
+    let d = PacerOptions::default();
+    Ok(PacerOptions {
+        block_horizon_ms: options_field(options, "blockHorizonMs")?.unwrap_or(d.block_horizon_ms),
+        block_ttl_ms: options_field(options, "blockTtlMs")?.unwrap_or(d.block_ttl_ms),
+        max_wait_ms: options_field(options, "maxWaitMs")?.unwrap_or(d.max_wait_ms),
+        scheduler_schema: options_field(options, "schedulerSchema")?.or(d.scheduler_schema),
+    })
+}
+
+/// Reads `{bucketId, rateScopeToken?, rules, signal?}`: the wire
+/// validation for the first three, the `signal` as it is.
+pub(crate) fn acquire_input(input: &JsValue) -> Result<(PermitTarget, Option<JsAbortSignal>)> {
+    let target: PermitTarget = from_js(input)?;
+    let signal = js_sys::Reflect::get(input, &JsValue::from_str("signal"))
+        .ok()
+        .filter(|s| !s.is_undefined() && !s.is_null())
+        .map(JsCast::unchecked_into::<JsAbortSignal>);
+    Ok((target, signal))
+}
+
+/// A permit to call a provider once. Call `release()` when the call is done
+/// (it hands back the concurrency lease, if the rules have one).
+#[wasm_bindgen(js_name = Permit)]
+pub struct JsPermit {
+    permit: Permit,
+}
+
+#[wasm_bindgen(js_class = Permit)]
+impl JsPermit {
+    /// Idempotent.
+    pub fn release(&mut self) {
+        self.permit.release();
+    }
+
+    #[wasm_bindgen(getter, js_name = leaseId)]
+    pub fn lease_id(&self) -> Option<String> {
+        self.permit.lease_id().map(str::to_owned)
+    }
+}
+
+/// The block-leasing pacer against a shared gateway.
+#[wasm_bindgen(js_name = GatewayRateState)]
+pub struct JsGatewayRateState {
+    pub(crate) inner: GatewayRateState,
+}
+
+fn runtime() -> Rc<dyn Runtime> {
+    Rc::new(JsRuntime)
+}
+
+#[wasm_bindgen(js_class = GatewayRateState)]
+impl JsGatewayRateState {
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "GatewayPortLike")] port: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
+    ) -> std::result::Result<JsGatewayRateState, JsValue> {
+        let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
+        Ok(JsGatewayRateState {
+            inner: GatewayRateState::new(port, runtime(), pacer_options(&options)?),
+        })
+    }
+
+    /// Resolves with a `Permit` at its dispatch time; rejects with `ABORTED`
+    /// if `signal` aborts first (handing back whatever it held).
+    #[wasm_bindgen(unchecked_return_type = "Promise<Permit>")]
+    pub fn acquire(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "AcquireInput")] input: JsValue,
+    ) -> js_sys::Promise {
+        acquire_promise(self.inner.clone(), input)
+    }
+
+    /// A provider's 429: drops the cached block, then tells the gateway.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn penalize(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "PenalizeInput")] input: JsValue,
+    ) -> js_sys::Promise {
+        penalize_promise(self.inner.clone(), input)
+    }
+
+    #[wasm_bindgen(js_name = observeSuccess)]
+    pub fn observe_success(&self, bucket_id: &str) {
+        self.inner.observe_success(bucket_id);
+    }
+}
+
+/// The same contract with a scheduler in this isolate's memory.
+#[wasm_bindgen(js_name = LocalRateState)]
+pub struct JsLocalRateState {
+    pub(crate) inner: GatewayRateState,
+}
+
+#[wasm_bindgen(js_class = LocalRateState)]
+impl JsLocalRateState {
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
+    ) -> std::result::Result<JsLocalRateState, JsValue> {
+        Ok(JsLocalRateState {
+            inner: GatewayRateState::local(runtime(), pacer_options(&options)?, random_seed()),
+        })
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<Permit>")]
+    pub fn acquire(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "AcquireInput")] input: JsValue,
+    ) -> js_sys::Promise {
+        acquire_promise(self.inner.clone(), input)
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn penalize(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "PenalizeInput")] input: JsValue,
+    ) -> js_sys::Promise {
+        penalize_promise(self.inner.clone(), input)
+    }
+
+    #[wasm_bindgen(js_name = observeSuccess)]
+    pub fn observe_success(&self, bucket_id: &str) {
+        self.inner.observe_success(bucket_id);
+    }
+}
+
+fn acquire_promise(pacer: GatewayRateState, input: JsValue) -> js_sys::Promise {
+    future_to_promise(async move {
+        let (target, signal) = acquire_input(&input)?;
+        let abort = AbortBridge::new(signal);
+        let permit = pacer
+            .acquire(PermitRequest {
+                bucket_id: &target.bucket_id,
+                rate_scope_token: target.rate_scope_token.as_deref(),
+                rules: &target.rules,
+                signal: abort.signal(),
+            })
+            .await?;
+        Ok(JsPermit { permit }.into())
+    })
+}
+
+fn penalize_promise(pacer: GatewayRateState, input: JsValue) -> js_sys::Promise {
+    future_to_promise(async move {
+        let p: PenalizeRequest = from_js(&input)?;
+        pacer
+            .penalize(&p.bucket_id, p.rate_scope_token.as_deref(), p.cooldown_ms)
+            .await?;
+        Ok(JsValue::UNDEFINED)
+    })
+}

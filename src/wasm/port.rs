@@ -1,0 +1,75 @@
+//! The gateway port as JS hands it in: any object with `acquire`, `release`,
+//! `penalize` and `charge` methods that take a wire request object and
+//! return (a promise of) the wire response. `fetchPort(...)` makes one over
+//! `fetch`; a test can pass a `GatewayCore` wrapper.
+
+use js_sys::{Function, Promise, Reflect};
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+use super::error::foreign;
+use super::js::{from_js, to_js};
+use crate::client::{GatewayPort, LocalBoxFuture};
+use crate::error::{Error, ErrorCode, Result};
+use crate::protocol::{
+    AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, Message, PenalizeRequest,
+    PenalizeResponse, ReleaseRequest, ReleaseResponse,
+};
+
+pub(crate) struct JsPort {
+    port: JsValue,
+}
+
+impl JsPort {
+    pub fn new(port: JsValue) -> Result<Self> {
+        for method in ["acquire", "release", "penalize", "charge"] {
+            let f = Reflect::get(&port, &JsValue::from_str(method)).unwrap_or(JsValue::UNDEFINED);
+            if !f.is_function() {
+                return Err(Error::invalid(format!(
+                    "the gateway port must have a {method}(request) method (fetchPort({{ fetch, baseUrl }}) makes one)"
+                )));
+            }
+        }
+        Ok(JsPort { port })
+    }
+
+    async fn call<Req: Serialize, Res: Message>(&self, method: &str, req: Req) -> Result<Res> {
+        let f: Function = Reflect::get(&self.port, &JsValue::from_str(method))
+            .expect("checked in new")
+            .unchecked_into();
+        let arg = to_js(&req).map_err(|_| Error::invalid("a request did not encode"))?;
+        // A port that throws or rejects failed as transport unless its error
+        // carries one of our codes.
+        let returned = f
+            .call1(&self.port, &arg)
+            .map_err(|e| foreign(e, ErrorCode::GatewayUnavailable))?;
+        let value = JsFuture::from(Promise::resolve(&returned))
+            .await
+            .map_err(|e| foreign(e, ErrorCode::GatewayUnavailable))?;
+        from_js(&value).map_err(|e| {
+            Error::unavailable(format!(
+                "the gateway's {method} answer is malformed: {}",
+                e.message
+            ))
+        })
+    }
+}
+
+impl GatewayPort for JsPort {
+    fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
+        Box::pin(self.call("acquire", req))
+    }
+
+    fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
+        Box::pin(self.call("release", req))
+    }
+
+    fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
+        Box::pin(self.call("penalize", req))
+    }
+
+    fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
+        Box::pin(self.call("charge", req))
+    }
+}

@@ -35,6 +35,8 @@ function coreOptions(env) {
   if (horizonMs !== undefined) options.horizonMs = horizonMs;
   const leaseTtlMs = millisFromEnv(env, "PACELINE_LEASE_TTL_MS");
   if (leaseTtlMs !== undefined) options.leaseTtlMs = leaseTtlMs;
+  const windowGuardMs = millisFromEnv(env, "PACELINE_WINDOW_GUARD_MS");
+  if (windowGuardMs !== undefined) options.windowGuardMs = windowGuardMs;
   return options;
 }
 

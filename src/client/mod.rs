@@ -8,7 +8,10 @@ mod port;
 mod runtime;
 
 pub use budget::{reservation_block, BudgetState, GatewayBudgetState, LocalBudgetState};
-pub use pacer::{GatewayRateState, PacerOptions, PermitRequest, STORE_RETRY_DELAYS_MS};
+pub use pacer::{
+    GatewayRateState, PacerOptions, PermitRequest, REFILL_POLL_MS, REFILL_TIMEOUT_MS,
+    STORE_RETRY_DELAYS_MS,
+};
 pub use permit::Permit;
 pub use port::{GatewayPort, InProcessGateway};
 pub use runtime::{abortable, aborted, AbortSignal, LocalBoxFuture, Runtime};

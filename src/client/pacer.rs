@@ -8,7 +8,7 @@ use std::rc::{Rc, Weak};
 
 use super::permit::Permit;
 use super::port::{GatewayPort, InProcessGateway};
-use super::runtime::{abortable, AbortSignal, Event, Runtime};
+use super::runtime::{abortable, AbortSignal, Runtime};
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{
@@ -19,6 +19,18 @@ use crate::time::Millis;
 
 /// After a failed gateway call, retry after these delays, then surface it.
 pub const STORE_RETRY_DELAYS_MS: [Millis; 2] = [100, 250];
+
+/// How often a caller waiting on another caller's refill looks again. A
+/// waiter wakes only on its own timer, never from the refilling caller's
+/// I/O: in workerd every request must be woken by its own events, or its
+/// continuation (and every timer it then sets) would belong to another
+/// request and die with it.
+pub const REFILL_POLL_MS: Millis = 5;
+
+/// A refill that has not landed this long after it was due is given up
+/// (the request that started it may have ended, taking its I/O along) and
+/// the next waiter starts another.
+pub const REFILL_TIMEOUT_MS: Millis = 30_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PacerOptions {
@@ -68,14 +80,20 @@ struct BucketState {
     block: Option<Block>,
     waiters: u64,
     refilling: bool,
-    refilled: Event,
+    /// Refills are numbered; `refill_landed` is the latest that finished.
+    refill_generation: u64,
+    refill_landed: u64,
+    /// When the refill in flight counts as lost.
+    refill_deadline: Millis,
     /// The failure of the last refill, for the callers that waited on it.
     refill_error: Option<(u64, Error)>,
-    refill_generation: u64,
     /// The gateway asked this client not to refill before this local time.
     next_refill_at: Millis,
     /// The gateway's clock minus ours, from the last answer.
     skew_ms: i64,
+    /// The last permit drawn: its time on the gateway's clock, and the local
+    /// time it was handed out.
+    last_drawn: Option<(Millis, Millis)>,
     cooldown_until_ms: Option<Millis>,
     effective_rps: Option<f64>,
     pending_successes: u64,
@@ -201,42 +219,58 @@ impl GatewayRateState {
         rules_key: &str,
         signal: Option<&AbortSignal>,
     ) -> Result<()> {
-        let (listen, generation) = {
-            let mut buckets = self.inner.buckets.borrow_mut();
-            let state = buckets.entry(bucket_id.to_owned()).or_default();
+        let now = self.inner.rt.now_ms();
+        let generation = self.state(bucket_id, |state| {
             state.waiters += 1;
-            let listen = state.refilled.listen();
             if !state.refilling {
                 state.refilling = true;
                 state.refill_generation += 1;
+                state.refill_deadline = now.max(state.next_refill_at) + REFILL_TIMEOUT_MS;
                 let this = self.clone();
+                let generation = state.refill_generation;
                 let (bucket_id, token) = (bucket_id.to_owned(), token.map(str::to_owned));
                 let (rules, rules_key) = (rules.to_vec(), rules_key.to_owned());
                 self.inner.rt.spawn(Box::pin(async move {
-                    this.refill(bucket_id, token, rules, rules_key).await;
+                    this.refill(generation, bucket_id, token, rules, rules_key)
+                        .await;
                 }));
             }
-            (listen, state.refill_generation)
-        };
+            state.refill_generation
+        });
+        let rt = &self.inner.rt;
         let waited = abortable(signal, async {
-            listen.await;
-            Ok(())
+            loop {
+                let now = rt.now_ms();
+                let (landed, not_before, lost) = self.state(bucket_id, |s| {
+                    let lost = s.refilling && now > s.refill_deadline;
+                    if lost {
+                        s.refilling = false;
+                    }
+                    (s.refill_landed >= generation, s.next_refill_at, lost)
+                });
+                if landed || lost {
+                    return Ok(());
+                }
+                rt.sleep(not_before.saturating_sub(now).max(REFILL_POLL_MS))
+                    .await;
+            }
         })
         .await;
-        let mut buckets = self.inner.buckets.borrow_mut();
-        let state = buckets.get_mut(bucket_id).expect("made above");
-        state.waiters -= 1;
-        waited?;
-        match &state.refill_error {
-            Some((g, e)) if *g == generation => Err(e.clone()),
-            _ => Ok(()),
-        }
+        self.state(bucket_id, |state| {
+            state.waiters -= 1;
+            waited?;
+            match &state.refill_error {
+                Some((g, e)) if *g == generation => Err(e.clone()),
+                _ => Ok(()),
+            }
+        })
     }
 
     /// The single-flight refill of one bucket. Runs in the background so an
     /// aborted caller never strands a grant in flight.
     async fn refill(
         self,
+        generation: u64,
         bucket_id: String,
         token: Option<String>,
         rules: Vec<PacingRule>,
@@ -245,15 +279,15 @@ impl GatewayRateState {
         let result = self.request_block(&bucket_id, token.clone(), &rules).await;
         let result =
             result.and_then(|response| self.land(&bucket_id, token, &rules, rules_key, response));
-        let mut buckets = self.inner.buckets.borrow_mut();
-        let state = buckets
-            .get_mut(&bucket_id)
-            .expect("refill of a known bucket");
-        state.refilling = false;
-        if let Err(e) = result {
-            state.refill_error = Some((state.refill_generation, e));
-        }
-        state.refilled.notify();
+        self.state(&bucket_id, |state| {
+            if state.refill_generation == generation {
+                state.refilling = false;
+            }
+            state.refill_landed = state.refill_landed.max(generation);
+            if let Err(e) = result {
+                state.refill_error = Some((generation, e));
+            }
+        });
     }
 
     async fn request_block(
@@ -411,7 +445,17 @@ impl GatewayRateState {
         if block.permits.is_empty() {
             state.block = None;
         }
-        let due = local_time(at, state.skew_ms);
+        // A permit handed out late (its caller woke late) would land closer
+        // to the next one than the gateway spaced them, and a provider
+        // counting its own windows could see one too many. So each permit
+        // keeps at least its scheduled gap to the one before.
+        let mut due = local_time(at, state.skew_ms).max(now);
+        if let Some((last_at, last_due)) = state.last_drawn {
+            if at >= last_at {
+                due = due.max(last_due + (at - last_at));
+            }
+        }
+        state.last_drawn = Some((at, due));
         drop(buckets);
         Some((due, self.permit(bucket_id, token, rules, lease)))
     }

@@ -135,7 +135,7 @@ impl Bucket {
     /// new ones one interval after the latest permit, and keeps the dropped ones binding for one of their
     /// windows past that permit: no grant is ever faster than the stricter
     /// of the old and new rules.
-    pub fn apply_rules(&mut self, rules: &[PacingRule], signature: String) {
+    pub fn apply_rules(&mut self, rules: &[PacingRule], signature: String, guard_ms: u64) {
         if signature == self.signature {
             return;
         }
@@ -149,7 +149,7 @@ impl Bucket {
         }
         for rule in rules {
             if !self.timelines.iter().any(|t| t.matches(rule)) {
-                let mut timeline = Timeline::for_rule(rule, 0);
+                let mut timeline = Timeline::for_rule(rule, 0, guard_ms);
                 if let Some(last) = self.last_at {
                     timeline.take(last);
                 }

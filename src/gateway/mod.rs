@@ -42,6 +42,9 @@ pub struct GatewayConfig {
     /// Past this many buckets, idle ones are forgotten (only those whose
     /// forgetting cannot loosen a limit).
     pub max_buckets: usize,
+    /// Every rule window is scheduled as if this much longer, to absorb
+    /// jitter between a permit's time and its arrival at the provider.
+    pub window_guard_ms: u64,
 }
 
 impl Default for GatewayConfig {
@@ -51,6 +54,7 @@ impl Default for GatewayConfig {
             horizon_ms: 1_000,
             lease_ttl_ms: 60_000,
             max_buckets: 10_000,
+            window_guard_ms: 0,
         }
     }
 }
@@ -71,6 +75,12 @@ impl GatewayConfig {
         }
         if self.secret.as_ref().is_some_and(|s| s.is_empty()) {
             return Err(Error::invalid("secret must not be empty"));
+        }
+        if self.window_guard_ms > 60_000 {
+            return Err(Error::invalid(format!(
+                "windowGuardMs must be at most 60000, got {}",
+                self.window_guard_ms
+            )));
         }
         if self.max_buckets == 0 {
             return Err(Error::invalid("maxBuckets must be at least 1"));
@@ -173,7 +183,7 @@ impl GatewayCore {
         let lease_ttl = micros(self.config.lease_ttl_ms);
         self.ensure_bucket(&req.bucket_id, now);
         let bucket = self.buckets.get_mut(&req.bucket_id).expect("ensured");
-        bucket.apply_rules(&req.rules, signature);
+        bucket.apply_rules(&req.rules, signature, self.config.window_guard_ms);
         bucket.retire(now);
         bucket.mature(now);
         bucket.reported_successes = bucket

@@ -70,7 +70,7 @@ impl GatewayCore {
         let mut buckets = HashMap::new();
         for _ in 0..r.len()? {
             let id = r.str()?;
-            buckets.insert(id, read_bucket(&mut r)?);
+            buckets.insert(id, read_bucket(&mut r, config.window_guard_ms)?);
         }
         let mut ledgers = HashMap::new();
         for _ in 0..r.len()? {
@@ -139,7 +139,7 @@ fn write_bucket(w: &mut Writer, b: &Bucket) {
     w.uint(b.reported_successes);
 }
 
-fn read_bucket(r: &mut Reader) -> Result<Bucket> {
+fn read_bucket(r: &mut Reader, guard_ms: u64) -> Result<Bucket> {
     let mut rules = Vec::new();
     for _ in 0..r.len()? {
         rules.push(PacingRule {
@@ -152,7 +152,7 @@ fn read_bucket(r: &mut Reader) -> Result<Bucket> {
     let mut timelines = Vec::new();
     for _ in 0..r.len()? {
         let rule = PacingRule::new(r.positive()?, r.positive()?);
-        let mut t = Timeline::for_rule(&rule, r.uint()?);
+        let mut t = Timeline::for_rule(&rule, r.uint()?, guard_ms);
         t.retire_at = r.opt_uint()?;
         timelines.push(t);
     }

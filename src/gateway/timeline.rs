@@ -36,11 +36,14 @@ pub(crate) struct Timeline {
 }
 
 impl Timeline {
-    pub fn for_rule(rule: &PacingRule, tat: Micros) -> Self {
+    /// `guard_ms` lengthens every window, so permits dispatched a little
+    /// late or early (network jitter between an isolate and the provider)
+    /// still fall within the provider's own count.
+    pub fn for_rule(rule: &PacingRule, tat: Micros, guard_ms: u64) -> Self {
         Timeline {
             requests_per_window: rule.requests_per_window,
             window_ms: rule.window_ms,
-            interval_us: micros(rule.window_ms).div_ceil(rule.requests_per_window),
+            interval_us: micros(rule.window_ms + guard_ms).div_ceil(rule.requests_per_window),
             tat,
             retire_at: None,
         }
@@ -67,14 +70,20 @@ mod tests {
 
     #[test]
     fn interval_rounds_up_so_spacing_never_undershoots_the_rule() {
-        let t = Timeline::for_rule(&PacingRule::new(3, 1_000), 0);
+        let t = Timeline::for_rule(&PacingRule::new(3, 1_000), 0, 0);
         assert_eq!(t.interval_us, 333_334);
         assert!(t.interval_us * 3 >= 1_000_000);
     }
 
     #[test]
+    fn a_window_guard_spreads_the_permits_of_a_window_over_a_longer_one() {
+        let t = Timeline::for_rule(&PacingRule::new(20, 1_000), 0, 20);
+        assert_eq!(t.interval_us, 51_000);
+    }
+
+    #[test]
     fn take_moves_tat_one_interval_past_the_permit_and_never_back() {
-        let mut t = Timeline::for_rule(&PacingRule::new(20, 1_000), 0);
+        let mut t = Timeline::for_rule(&PacingRule::new(20, 1_000), 0, 0);
         t.take(1_000_000);
         assert_eq!(t.tat, 1_050_000);
         t.take(10);

@@ -10,7 +10,14 @@ use crate::time::Millis;
 /// isolates pay about 0.06 round trips per permit; two seconds halves that.
 pub const FLEET_HORIZON_MS: Millis = 2_000;
 
+/// Callers waiting on another caller's refill look every
+/// `REFILL_POLL_MS`, so the first permit of a block can go out up to that
+/// late, and the block after it then follows its own schedule: a window
+/// guard of the same size keeps the provider's count within the rule.
+pub const FLEET_WINDOW_GUARD_MS: Millis = crate::client::REFILL_POLL_MS;
+
 fn with_horizon(mut c: FleetConfig, horizon_ms: Millis) -> FleetConfig {
+    c.gateway.window_guard_ms = FLEET_WINDOW_GUARD_MS;
     c.gateway.horizon_ms = horizon_ms;
     c.pacer.block_horizon_ms = horizon_ms;
     c

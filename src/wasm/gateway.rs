@@ -21,6 +21,8 @@ export interface GatewayCoreOptions {
   leaseTtlMs?: number;
   /** Idle buckets past this count are forgotten (default 10000). */
   maxBuckets?: number;
+  /** Schedule every rule window as if this much longer, absorbing network jitter (default 0). */
+  windowGuardMs?: number;
 }
 export interface GatewayHttpResponse { status: number; body: string }
 "#;
@@ -37,6 +39,8 @@ fn config_from(options: &JsValue) -> Result<GatewayConfig, Error> {
         horizon_ms: options_field(options, "horizonMs")?.unwrap_or(defaults.horizon_ms),
         lease_ttl_ms: options_field(options, "leaseTtlMs")?.unwrap_or(defaults.lease_ttl_ms),
         max_buckets: options_field(options, "maxBuckets")?.unwrap_or(defaults.max_buckets),
+        window_guard_ms: options_field(options, "windowGuardMs")?
+            .unwrap_or(defaults.window_guard_ms),
     })
 }
 

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use common::port::{block_on, spawn, ScriptedPort};
 use paceline::client::{
     AbortSignal, GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime,
+    REFILL_POLL_MS,
 };
 use paceline::protocol::PacingRule;
 use paceline::sim::SimRuntime;
@@ -65,7 +66,13 @@ fn times_of(
 #[test]
 fn a_block_is_drawn_earliest_first_each_permit_at_its_time_for_one_round_trip() {
     let (rt, port, pacer) = setup(0);
-    assert_eq!(times_of(&rt, &pacer, rate(20), 5), [0, 50, 100, 150, 200]);
+    // The first waits one refill poll after the block lands; the rest keep
+    // their gaps from it.
+    let poll = REFILL_POLL_MS;
+    assert_eq!(
+        times_of(&rt, &pacer, rate(20), 5),
+        [poll, poll + 50, poll + 100, poll + 150, poll + 200]
+    );
     assert_eq!(port.acquires.borrow().len(), 1);
     assert_eq!(
         port.acquires.borrow()[0].requested,
@@ -93,16 +100,18 @@ fn one_refill_serves_every_caller_waiting_on_it() {
         .map(|h| h.borrow_mut().take().unwrap())
         .collect();
     times.sort_unstable();
-    assert_eq!(times, [0, 50, 100, 150, 200, 250, 300, 350]);
+    let expected: Vec<u64> = (0..8).map(|i| REFILL_POLL_MS + 50 * i).collect();
+    assert_eq!(times, expected);
     assert_eq!(port.acquires.borrow().len(), 1, "single-flight refill");
 }
 
 #[test]
 fn the_wait_until_a_dispatch_time_is_corrected_for_the_gateways_clock() {
     let (rt, _port, pacer) = setup(5_000);
+    let poll = REFILL_POLL_MS;
     assert_eq!(
         times_of(&rt, &pacer, rate(20), 3),
-        [0, 50, 100],
+        [poll, poll + 50, poll + 100],
         "server 5 s ahead, no extra wait"
     );
 }
@@ -209,7 +218,8 @@ fn a_grant_from_an_older_gateway_without_times_is_usable_at_once() {
         r.scheduled_at_ms = None;
         r
     }));
-    assert_eq!(times_of(&rt, &pacer, rate(20), 3), [0, 0, 0]);
+    let poll = REFILL_POLL_MS;
+    assert_eq!(times_of(&rt, &pacer, rate(20), 3), [poll, poll, poll]);
 }
 
 #[test]
@@ -343,5 +353,9 @@ fn the_local_rate_state_paces_with_its_own_scheduler() {
     let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
     let local = GatewayRateState::local(runtime, PacerOptions::default(), 1);
     assert!(!local.is_gateway_authoritative());
-    assert_eq!(times_of(&rt, &local, rate(10), 3), [0, 100, 200]);
+    let poll = REFILL_POLL_MS;
+    assert_eq!(
+        times_of(&rt, &local, rate(10), 3),
+        [poll, poll + 100, poll + 200]
+    );
 }

@@ -21,6 +21,12 @@ pub(crate) fn quote(value: &Value) -> String {
     format!("{}…", &text[..cut])
 }
 
+/// A number as JSON writes it. Formatting floats through serde_json keeps
+/// core's float formatter (some 15 KB of wasm) out of the build.
+pub(crate) fn number_text(x: f64) -> String {
+    Value::from(x).to_string()
+}
+
 pub(crate) fn as_object<'a>(value: &'a Value, path: &str) -> Result<Fields<'a>> {
     match value {
         Value::Object(map) => Ok(Fields {
@@ -150,7 +156,7 @@ impl<'a> Fields<'a> {
 
     /// A finite number in `(0, max]`.
     pub fn opt_positive_number(&self, field: &str, max: f64) -> Result<Option<f64>> {
-        let expected = format!("a positive number at most {max}");
+        let expected = format!("a positive number at most {}", number_text(max));
         self.present(field)
             .map(|value| match value.as_f64() {
                 Some(f) if f.is_finite() && f > 0.0 && f <= max => Ok(f),

@@ -8,6 +8,8 @@
 mod budget;
 mod error_body;
 mod json;
+
+pub(crate) use json::number_text;
 mod rate;
 mod rule;
 

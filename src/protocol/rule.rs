@@ -5,7 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::{as_object, Fields};
+use super::json::{as_object, number_text, Fields};
 use super::limits;
 use crate::error::Result;
 
@@ -83,7 +83,7 @@ pub fn rules_signature(rules: &[PacingRule]) -> String {
                 r.requests_per_window,
                 r.window_ms,
                 r.max_concurrency.map_or(String::new(), |c| c.to_string()),
-                r.adaptive_max_rps.map_or(String::new(), |c| c.to_string()),
+                r.adaptive_max_rps.map_or(String::new(), number_text),
             )
         })
         .collect();

@@ -48,7 +48,8 @@ pub(crate) fn now_arg(ms: f64) -> Result<u64, Error> {
         Ok(ms.ceil() as u64)
     } else {
         Err(Error::invalid(format!(
-            "nowMs must be a finite number of milliseconds >= 0, got {ms}"
+            "nowMs must be a finite number of milliseconds >= 0, got {}",
+            crate::protocol::number_text(ms)
         )))
     }
 }

@@ -4,7 +4,6 @@
 // its cached block of permits (one gateway round trip per block).
 import { GatewayRateState, fetchPort } from "paceline";
 
-const RULES = [{ requestsPerWindow: 20, windowMs: 1000 }];
 const BUCKET = "org_demo:provider";
 
 let pacer;
@@ -26,23 +25,28 @@ export default {
     const rows = Number(url.searchParams.get("rows") ?? "10");
     const rateScopeToken = url.searchParams.get("token") ?? undefined;
     const pacer = pacerFor(env);
+    // What the client is told about the provider; the provider may allow less.
+    const RULES = [{ requestsPerWindow: Number(env.RULE_RPS ?? "20"), windowMs: 1000 }];
     let enriched = 0;
     let throttled = 0;
     try {
       for (let row = 0; row < rows; row++) {
-        const permit = await pacer.acquire({ bucketId: BUCKET, rateScopeToken, rules: RULES });
-        try {
-          const res = await fetch(`${env.PROVIDER_URL}/enrich?row=${row}`);
-          await res.arrayBuffer();
-          if (res.status === 429) {
+        // A throttled row is tried again on a later permit, up to 3 times.
+        for (let attempt = 0; attempt < 3; attempt++) {
+          const permit = await pacer.acquire({ bucketId: BUCKET, rateScopeToken, rules: RULES });
+          try {
+            const res = await fetch(`${env.PROVIDER_URL}/enrich?row=${row}`);
+            await res.arrayBuffer();
+            if (res.status !== 429) {
+              enriched++;
+              pacer.observeSuccess(BUCKET);
+              break;
+            }
             throttled++;
             await pacer.penalize({ bucketId: BUCKET, rateScopeToken, cooldownMs: retryAfterMs(res) });
-          } else {
-            enriched++;
-            pacer.observeSuccess(BUCKET);
+          } finally {
+            permit.release();
           }
-        } finally {
-          permit.release();
         }
       }
       return Response.json({ enriched, throttled });

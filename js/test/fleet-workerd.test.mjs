@@ -90,7 +90,7 @@ describe("8 request handlers x 50 calls at 20 req/s in workerd", () => {
     assert.deepEqual(second.map((r) => r.status), Array(8).fill(200));
     const enriched = [...first, ...second].reduce((n, r) => n + r.body.enriched, 0);
     assert.equal(enriched, 400);
-    const times = await (await provider.dispatchFetch("http://provider/times")).json();
+    const times = (await (await provider.dispatchFetch("http://provider/calls")).json()).map((c) => c.at);
     assert.equal(times.length, 400);
     const densest = densestWindow(times, 1000);
     assert.ok(densest <= 20, `a 1 s window held ${densest} calls`);
@@ -98,13 +98,13 @@ describe("8 request handlers x 50 calls at 20 req/s in workerd", () => {
   });
 
   test("a forged rate-scope token is refused with 403 and the provider sees nothing", async () => {
-    await provider.dispatchFetch("http://provider/times", { method: "DELETE" });
+    await provider.dispatchFetch("http://provider/calls", { method: "DELETE" });
     const forged = paceline.mintRateScopeToken("not-the-secret", "org_demo:provider", Date.now() + 60_000);
     const [refused] = await run(1, 3, forged);
     assert.equal(refused.status, 403);
     assert.equal(refused.body.error.code, "FORBIDDEN_SCOPE");
     assert.equal(refused.body.enriched, 0);
-    const times = await (await provider.dispatchFetch("http://provider/times")).json();
-    assert.deepEqual(times, []);
+    const calls = await (await provider.dispatchFetch("http://provider/calls")).json();
+    assert.deepEqual(calls, []);
   });
 });

@@ -101,3 +101,134 @@ fn js_clock_reads_date_now() {
 fn version_matches_the_crate() {
     assert_eq!(version(), env!("CARGO_PKG_VERSION"));
 }
+
+mod client {
+    //! The exported client classes against a gateway port made in the page
+    //! from the exported `GatewayCore`.
+
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    use js_sys::{Date, Function, Object, Promise, Reflect};
+    use paceline::wasm::{JsGatewayBudgetState, JsGatewayCore, JsGatewayRateState};
+    use wasm_bindgen::prelude::*;
+    use wasm_bindgen_futures::JsFuture;
+    use wasm_bindgen_test::*;
+
+    use super::prop;
+
+    fn port_from(core: Rc<RefCell<JsGatewayCore>>) -> JsValue {
+        let port = Object::new();
+        for method in ["acquire", "release", "penalize", "charge"] {
+            let core = core.clone();
+            let f = Closure::<dyn FnMut(JsValue) -> Result<JsValue, JsValue>>::new(move |req| {
+                let mut core = core.borrow_mut();
+                let now = Date::now();
+                match method {
+                    "acquire" => core.acquire(req, now),
+                    "release" => core.release(req, now),
+                    "penalize" => core.penalize(req, now),
+                    _ => core.charge(req, now),
+                }
+            });
+            Reflect::set(&port, &method.into(), f.as_ref()).unwrap();
+            f.forget();
+        }
+        port.into()
+    }
+
+    fn in_page_gateway() -> (Rc<RefCell<JsGatewayCore>>, JsValue) {
+        let core = Rc::new(RefCell::new(
+            JsGatewayCore::new(JsValue::UNDEFINED).unwrap(),
+        ));
+        let port = port_from(core.clone());
+        (core, port)
+    }
+
+    fn json(text: &str) -> JsValue {
+        js_sys::JSON::parse(text).unwrap()
+    }
+
+    async fn settle(p: Promise) -> Result<JsValue, JsValue> {
+        JsFuture::from(p).await
+    }
+
+    #[wasm_bindgen_test]
+    async fn permits_arrive_no_sooner_than_their_scheduled_spacing() {
+        let (_core, port) = in_page_gateway();
+        let pacer = JsGatewayRateState::new(port, JsValue::UNDEFINED).unwrap();
+        let input =
+            json(r#"{"bucketId":"org:p","rules":[{"requestsPerWindow":20,"windowMs":1000}]}"#);
+        let mut times = Vec::new();
+        for _ in 0..3 {
+            settle(pacer.acquire(input.clone())).await.unwrap();
+            times.push(Date::now());
+        }
+        for pair in times.windows(2) {
+            assert!(pair[1] - pair[0] >= 49.0, "{times:?}");
+        }
+    }
+
+    #[wasm_bindgen_test]
+    async fn an_abort_rejects_with_aborted_and_leaves_no_lease_behind() {
+        let (core, port) = in_page_gateway();
+        let pacer = JsGatewayRateState::new(port, JsValue::UNDEFINED).unwrap();
+        let rules = r#""rules":[{"requestsPerWindow":5,"windowMs":1000,"maxConcurrency":4}]"#;
+        let first = settle(pacer.acquire(json(&format!(r#"{{"bucketId":"org:p",{rules}}}"#))))
+            .await
+            .unwrap();
+        let controller = Function::new_no_args("return new AbortController()")
+            .call0(&JsValue::NULL)
+            .unwrap();
+        let input = json(&format!(r#"{{"bucketId":"org:p",{rules}}}"#));
+        Reflect::set(&input, &"signal".into(), &prop(&controller, "signal")).unwrap();
+        let waiting = pacer.acquire(input);
+        let abort: Function = prop(&controller, "abort").unchecked_into();
+        abort.call0(&controller).unwrap();
+        let refused = settle(waiting).await.unwrap_err();
+        assert_eq!(prop(&refused, "code").as_string().unwrap(), "ABORTED");
+        let view = core
+            .borrow_mut()
+            .bucket("org:p", Date::now(), None)
+            .unwrap();
+        assert!(prop(&first, "leaseId").as_string().is_some());
+        assert_eq!(
+            prop(&view, "liveLeases").as_f64(),
+            Some(1.0),
+            "only the held permit's lease"
+        );
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_budget_breach_rejects_with_its_key_count_and_limit() {
+        let (_core, port) = in_page_gateway();
+        let budget = JsGatewayBudgetState::new(port).unwrap();
+        let charge =
+            json(r#"{"rootRunId":"run","charges":[{"key":"toolCall","amount":2,"limit":3}]}"#);
+        settle(budget.charge(charge.clone())).await.unwrap();
+        let e = settle(budget.charge(charge)).await.unwrap_err();
+        assert_eq!(prop(&e, "code").as_string().unwrap(), "BUDGET_EXCEEDED");
+        assert_eq!(prop(&e, "key").as_string().unwrap(), "toolCall");
+        assert_eq!(prop(&e, "observed").as_f64(), Some(4.0));
+        assert_eq!(prop(&e, "limit").as_f64(), Some(3.0));
+    }
+
+    #[wasm_bindgen_test]
+    async fn a_grant_with_fewer_times_than_permits_is_rejected() {
+        let port = Object::new();
+        let bad = Closure::<dyn FnMut(JsValue) -> JsValue>::new(|_| {
+            json(r#"{"granted":2,"waitMs":0,"scheduledAtMs":[1]}"#)
+        });
+        for method in ["acquire", "release", "penalize", "charge"] {
+            Reflect::set(&port, &method.into(), bad.as_ref()).unwrap();
+        }
+        bad.forget();
+        let pacer = JsGatewayRateState::new(port.into(), JsValue::UNDEFINED).unwrap();
+        let input =
+            json(r#"{"bucketId":"org:p","rules":[{"requestsPerWindow":20,"windowMs":1000}]}"#);
+        let e = settle(pacer.acquire(input)).await.unwrap_err();
+        assert_eq!(prop(&e, "code").as_string().unwrap(), "GATEWAY_UNAVAILABLE");
+        let message = prop(&e, "message").as_string().unwrap();
+        assert!(message.contains("granted 2, got 1 times"), "{message}");
+    }
+}

@@ -11,4 +11,7 @@ mod port;
 pub mod protocol;
 mod runtime;
 
+pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;
+pub use gateway::JsGatewayCore;
+pub use pacer::{JsGatewayRateState, JsLocalRateState, JsPermit};

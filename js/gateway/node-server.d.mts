@@ -1,10 +1,12 @@
-import type { GatewayCore } from "../../pkg/paceline.js";
+import type { GatewayCore, GatewayCoreOptions } from "../../pkg/paceline.js";
 
 export interface DevGatewayOptions {
   /** 0 (the default) picks a free port. */
   port?: number;
   /** With a secret, every rate call needs a token from `mintRateScopeToken`. */
   secret?: string;
+  /** The rest of the core's options (horizonMs, leaseTtlMs, windowGuardMs, ...). */
+  options?: Omit<GatewayCoreOptions, "secret">;
 }
 
 export interface DevGateway {

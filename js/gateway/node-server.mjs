@@ -55,8 +55,8 @@ function serve(core, req, res) {
   });
 }
 
-export async function startDevGateway({ port = 0, secret } = {}) {
-  const core = new GatewayCore(secret === undefined ? {} : { secret });
+export async function startDevGateway({ port = 0, secret, options = {} } = {}) {
+  const core = new GatewayCore(secret === undefined ? options : { ...options, secret });
   const server = createServer((req, res) => serve(core, req, res));
   await new Promise((resolve, reject) => {
     server.once("error", reject);

@@ -52,6 +52,7 @@ impl Default for PacerOptions {
             block_horizon_ms: 1_000,
             block_ttl_ms: 5_000,
             max_wait_ms: 120_000,
+            release_linger_ms: 20,
             scheduler_schema: None,
         }
     }
@@ -526,6 +527,10 @@ impl GatewayRateState {
     }
 
     async fn flush_releases(self, key: String) {
+        let linger = self.inner.options.release_linger_ms;
+        if linger > 0 {
+            self.inner.rt.sleep(linger).await;
+        }
         loop {
             let request = {
                 let mut releases = self.inner.releases.borrow_mut();

@@ -28,6 +28,8 @@ export interface PacerOptions {
   blockTtlMs?: number;
   /** A refusal asking to wait longer fails with PROVIDER_EXHAUSTED (default 120000). */
   maxWaitMs?: number;
+  /** A released lease waits this long to go back with others in one call (default 20). */
+  releaseLingerMs?: number;
   schedulerSchema?: string;
 }
 export interface AcquireInput {
@@ -55,6 +57,7 @@ pub(crate) fn pacer_options(options: &JsValue) -> Result<PacerOptions> {
         block_horizon_ms: options_field(options, "blockHorizonMs")?.unwrap_or(d.block_horizon_ms),
         block_ttl_ms: options_field(options, "blockTtlMs")?.unwrap_or(d.block_ttl_ms),
         max_wait_ms: options_field(options, "maxWaitMs")?.unwrap_or(d.max_wait_ms),
+        release_linger_ms: options_field(options, "releaseLingerMs")?.unwrap_or(d.release_linger_ms),
         scheduler_schema: options_field(options, "schedulerSchema")?.or(d.scheduler_schema),
     })
 }

@@ -222,7 +222,8 @@ impl ExecutionPolicy {
     pub fn default_provider_rule(&self) -> PacingRule {
         let rps = self.pacing.default_provider_requests_per_second;
         let per_million_ms = (rps * 1_000.0).round() as u64;
-        let divisor = gcd(per_million_ms, 1_000_000);
+        // Never shorter than a second: the rule reads as "n per second".
+        let divisor = gcd(per_million_ms, 1_000);
         PacingRule::new(per_million_ms / divisor, 1_000_000 / divisor)
     }
 }

@@ -487,6 +487,59 @@ fn a_429_in_call_tool_penalizes_the_scoped_bucket_and_is_retried_after_the_coold
 }
 
 #[test]
+fn a_late_429_lands_in_the_scope_its_own_permit_came_from() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    // The credential rotates: each resolution hands out the next one.
+    let issued = Rc::new(Cell::new(0));
+    let count = issued.clone();
+    config.resolve_rate_scope = Some(Box::new(move |_, provider| {
+        issued.set(issued.get() + 1);
+        let scope = RateScope {
+            bucket_id: format!("org:{provider}:cred-{}", issued.get()),
+            token: None,
+        };
+        Box::pin(async move { Ok(Some(scope)) })
+    }));
+    let gov = Governor::new(config).unwrap();
+    let once = CallOptions {
+        max_attempts: 1,
+        ..CallOptions::default()
+    };
+    let (g, rt2) = (gov.clone(), rig.rt.clone());
+    let slow = spawn(&rig.rt, async move {
+        g.call_tool("apollo.search", once, |_| {
+            let rt2 = rt2.clone();
+            async move {
+                rt2.sleep(500).await;
+                Ok::<_, ()>(response(429, Some("2")))
+            }
+        })
+        .await
+    });
+    let g = gov.clone();
+    let fast = spawn(&rig.rt, async move {
+        g.call_tool("apollo.search", once, |_| async {
+            Ok::<_, ()>(response(200, None))
+        })
+        .await
+    });
+    rig.rt.run_to_completion();
+    assert_eq!(fast.borrow_mut().take().unwrap().unwrap().status, 200);
+    assert_eq!(slow.borrow_mut().take().unwrap().unwrap().status, 429);
+    let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
+    assert_eq!(cooldown("org:apollo:cred-1"), Some(T0 + 2_500));
+    assert!(rig.bucket("org:apollo:cred-2").is_some(), "the fast call's");
+    assert_eq!(cooldown("org:apollo:cred-2"), None);
+    // Sizing the next wave reads the remembered scope; it resolves none.
+    let g = gov.clone();
+    block_on(&rig.rt, async move {
+        g.suggested_parallelism("apollo.search", 1).await.unwrap()
+    });
+    assert_eq!(count.get(), 2);
+}
+
+#[test]
 fn a_429_on_the_last_attempt_is_still_reported_and_returned() {
     let rig = Rig::new();
     let gov = rig.governor("{}");

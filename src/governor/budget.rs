@@ -112,6 +112,7 @@ impl RunBudgets {
     /// One child of `parent_run_id`: playCall, descendant and the parent's
     /// fan-out together, or none of them.
     pub async fn charge_fork(&self, parent_run_id: &str) -> Result<()> {
+        use BudgetKind::{Descendant, PlayCall};
         let p = &self.policy;
         let per_parent_limit = p.max_child_play_calls_per_parent;
         let checks = {
@@ -119,8 +120,8 @@ impl RunBudgets {
             let children = c.child_calls.get(parent_run_id).copied().unwrap_or(0);
             [
                 (CHILD_PER_PARENT, children + 1, per_parent_limit),
-                ("playCall", c.play_call + 1, p.max_play_call_count),
-                ("descendant", c.descendant + 1, p.max_descendants),
+                (PlayCall.key(), c.play_call + 1, p.max_play_call_count),
+                (Descendant.key(), c.descendant + 1, p.max_descendants),
             ]
         };
         if let Some(&(key, observed, limit)) = checks.iter().find(|(_, o, l)| o > l) {
@@ -132,8 +133,8 @@ impl RunBudgets {
             limit,
         };
         self.charge_state(&[
-            charge("playCall".into(), p.max_play_call_count),
-            charge("descendant".into(), p.max_descendants),
+            charge(PlayCall.key().into(), p.max_play_call_count),
+            charge(Descendant.key().into(), p.max_descendants),
             charge(
                 format!("{CHILD_PER_PARENT}:{parent_run_id}"),
                 per_parent_limit,

@@ -57,7 +57,15 @@ impl Governor {
         let Some(pacing) = self.shared.pacing.resolve(tool_id).await? else {
             return Ok(fallback.clamp(1, max));
         };
-        let scope = self.shared.pacing.scope(tool_id, &pacing.provider).await?;
+        // Only read the remembered scope: an in-flight call's 429 must still
+        // find the bucket its permit came from.
+        let scope = match self.shared.pacing.tool_scope(tool_id) {
+            Some(scope) => scope,
+            None => {
+                let resolving = self.shared.pacing.resolve_scope(tool_id, &pacing.provider);
+                resolving.await?
+            }
+        };
         let rps = self
             .shared
             .rate_state

@@ -14,8 +14,6 @@ use crate::error::Result;
 /// `release()`) gives both back.
 #[must_use = "a lease holds a tool slot and a provider permit until released or dropped"]
 pub struct ToolLease {
-    // Field order is drop order: the slot is freed before the permit's
-    // lease is queued for release.
     slot: SlotPermit,
     permit: Permit,
     provider: Option<String>,
@@ -83,8 +81,8 @@ impl Governor {
         let pacing = abortable(signal, shared.pacing.resolve(tool_id)).await?;
         let (provider, scope, permit) = match pacing {
             Some(pacing) => {
-                let scope =
-                    abortable(signal, shared.pacing.scope(tool_id, &pacing.provider)).await?;
+                let resolving = shared.pacing.resolve_scope(tool_id, &pacing.provider);
+                let scope = abortable(signal, resolving).await?;
                 let permit = shared
                     .rate_state
                     .acquire(PermitRequest {
@@ -94,6 +92,7 @@ impl Governor {
                         signal,
                     })
                     .await?;
+                shared.pacing.remember(tool_id, &pacing.provider, &scope);
                 (Some(pacing.provider), Some(scope), permit)
             }
             None => (None, None, Permit::unpaced()),

@@ -91,34 +91,37 @@ impl Pacing {
         }))
     }
 
-    /// The scope for this call of the tool, remembered for its feedback.
-    pub async fn scope(&self, tool_id: &str, provider: &str) -> Result<RateScope> {
+    /// The bucket a call of the tool draws from now.
+    pub async fn resolve_scope(&self, tool_id: &str, provider: &str) -> Result<RateScope> {
         let resolved = match &self.resolve_rate_scope {
             Some(resolve) => resolve(tool_id, provider).await?,
             None => None,
         };
-        let scope = match resolved {
+        match resolved {
             Some(RateScope { bucket_id, .. }) if bucket_id.trim().is_empty() => {
-                return Err(Error::invalid(format!(
+                Err(Error::invalid(format!(
                     "the rate scope of tool {tool_id} has a blank bucketId"
                 )))
             }
-            Some(RateScope { bucket_id, token }) => RateScope {
+            Some(RateScope { bucket_id, token }) => Ok(RateScope {
                 bucket_id,
                 token: token.filter(|t| !t.trim().is_empty()),
-            },
-            None => self.org_scope(provider),
-        };
+            }),
+            None => Ok(self.org_scope(provider)),
+        }
+    }
+
+    /// Records the scope a permit of the tool came from, for its feedback.
+    pub fn remember(&self, tool_id: &str, provider: &str, scope: &RateScope) {
         let mut last = self.last_scope.borrow_mut();
         match last.get_mut(tool_id) {
-            // Reuse the entry's allocations: this runs on every acquire.
-            Some(entry) if entry.0 == provider && entry.1 == scope => {}
+            // Keep the entry's allocations: this runs on every acquire.
+            Some((p, s)) if p == provider && s == scope => {}
             Some(entry) => *entry = (provider.to_owned(), scope.clone()),
             None => {
                 last.insert(tool_id.to_owned(), (provider.to_owned(), scope.clone()));
             }
         }
-        Ok(scope)
     }
 
     /// Where feedback about `provider` goes: the scope `tool_id` last drew

@@ -8,6 +8,7 @@
 pub mod client;
 pub mod error;
 pub mod gateway;
+pub mod governor;
 pub mod protocol;
 pub mod sim;
 pub mod time;

@@ -1,0 +1,172 @@
+//! The run's budgets: checked here against the policy, then charged through
+//! the budget state, which is the authority when many isolates share a run.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use super::policy::BudgetPolicy;
+use crate::client::BudgetState;
+use crate::error::{Detail, Error, ErrorCode, Result};
+use crate::protocol::BudgetCharge;
+
+/// The budgets a host may charge directly. `childPerParent` and the depth
+/// limit are charged only by forking a child.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BudgetKind {
+    PlayCall,
+    ToolCall,
+    Retry,
+    Descendant,
+    WaterfallStep,
+}
+
+impl BudgetKind {
+    /// The counter's key on the wire and in error messages.
+    pub fn key(self) -> &'static str {
+        match self {
+            BudgetKind::PlayCall => "playCall",
+            BudgetKind::ToolCall => "toolCall",
+            BudgetKind::Retry => "retry",
+            BudgetKind::Descendant => "descendant",
+            BudgetKind::WaterfallStep => "waterfallStep",
+        }
+    }
+
+    fn limit(self, policy: &BudgetPolicy) -> u64 {
+        match self {
+            BudgetKind::PlayCall => policy.max_play_call_count,
+            BudgetKind::ToolCall => policy.max_tool_call_count,
+            BudgetKind::Retry => policy.max_retry_count,
+            BudgetKind::Descendant => policy.max_descendants,
+            BudgetKind::WaterfallStep => policy.max_waterfall_step_executions,
+        }
+    }
+}
+
+/// Prefix of the per-parent key; the parent's run id follows it.
+pub(crate) const CHILD_PER_PARENT: &str = "childPerParent";
+
+/// What the lineage has used so far. Children start from their parent's
+/// counts, so every limit holds across the whole lineage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub play_call: u64,
+    pub tool_call: u64,
+    pub retry: u64,
+    pub descendant: u64,
+    pub waterfall_step: u64,
+    /// Children started, by the run id of their parent.
+    pub child_calls: BTreeMap<String, u64>,
+}
+
+impl Counters {
+    fn get_mut(&mut self, kind: BudgetKind) -> &mut u64 {
+        match kind {
+            BudgetKind::PlayCall => &mut self.play_call,
+            BudgetKind::ToolCall => &mut self.tool_call,
+            BudgetKind::Retry => &mut self.retry,
+            BudgetKind::Descendant => &mut self.descendant,
+            BudgetKind::WaterfallStep => &mut self.waterfall_step,
+        }
+    }
+
+    fn get(&self, kind: BudgetKind) -> u64 {
+        match kind {
+            BudgetKind::PlayCall => self.play_call,
+            BudgetKind::ToolCall => self.tool_call,
+            BudgetKind::Retry => self.retry,
+            BudgetKind::Descendant => self.descendant,
+            BudgetKind::WaterfallStep => self.waterfall_step,
+        }
+    }
+}
+
+pub(crate) struct RunBudgets {
+    pub root_run_id: String,
+    pub policy: BudgetPolicy,
+    pub state: Rc<dyn BudgetState>,
+    pub counters: RefCell<Counters>,
+}
+
+impl RunBudgets {
+    pub async fn charge(&self, kind: BudgetKind, amount: u64) -> Result<()> {
+        if amount == 0 {
+            return Ok(());
+        }
+        let limit = kind.limit(&self.policy);
+        let observed = self.counters.borrow().get(kind).saturating_add(amount);
+        if observed > limit {
+            return Err(Error::budget_exceeded(kind.key(), observed, limit));
+        }
+        self.charge_state(&[BudgetCharge {
+            key: kind.key().to_owned(),
+            amount,
+            limit,
+        }])
+        .await?;
+        *self.counters.borrow_mut().get_mut(kind) += amount;
+        Ok(())
+    }
+
+    /// One child of `parent_run_id`: playCall, descendant and the parent's
+    /// fan-out together, or none of them.
+    pub async fn charge_fork(&self, parent_run_id: &str) -> Result<()> {
+        use BudgetKind::{Descendant, PlayCall};
+        let p = &self.policy;
+        let per_parent_limit = p.max_child_play_calls_per_parent;
+        let checks = {
+            let c = self.counters.borrow();
+            let children = c.child_calls.get(parent_run_id).copied().unwrap_or(0);
+            [
+                (CHILD_PER_PARENT, children + 1, per_parent_limit),
+                (PlayCall.key(), c.play_call + 1, p.max_play_call_count),
+                (Descendant.key(), c.descendant + 1, p.max_descendants),
+            ]
+        };
+        if let Some(&(key, observed, limit)) = checks.iter().find(|(_, o, l)| o > l) {
+            return Err(Error::budget_exceeded(key, observed, limit));
+        }
+        let charge = |key: String, limit| BudgetCharge {
+            key,
+            amount: 1,
+            limit,
+        };
+        self.charge_state(&[
+            charge(PlayCall.key().into(), p.max_play_call_count),
+            charge(Descendant.key().into(), p.max_descendants),
+            charge(
+                format!("{CHILD_PER_PARENT}:{parent_run_id}"),
+                per_parent_limit,
+            ),
+        ])
+        .await?;
+        let mut c = self.counters.borrow_mut();
+        c.play_call += 1;
+        c.descendant += 1;
+        *c.child_calls.entry(parent_run_id.to_owned()).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// Charges the budget state. Its refusal names the per-parent key with
+    /// the parent's id; callers see the budget's name alone, as for a local
+    /// refusal.
+    async fn charge_state(&self, charges: &[BudgetCharge]) -> Result<()> {
+        match self.state.charge(&self.root_run_id, charges).await {
+            Ok(_) => Ok(()),
+            Err(Error {
+                code: ErrorCode::BudgetExceeded,
+                detail:
+                    Some(Detail::Budget {
+                        key,
+                        observed,
+                        limit,
+                    }),
+                ..
+            }) if key.starts_with(CHILD_PER_PARENT) => {
+                Err(Error::budget_exceeded(CHILD_PER_PARENT, observed, limit))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,90 @@
+//! What providers say back, and what the run should do about it.
+//!
+//! The rate adapts in exactly one place: the scheduler behind the pacer.
+//! That is the gateway when the pacer is a shared gateway's, or the
+//! isolate's own in-memory scheduler (the same AIMD) when it is local.
+//! Either way the governor only forwards, so a 429 is never halved twice.
+
+use super::pacing::RateScope;
+use super::play::Governor;
+use crate::error::Result;
+use crate::time::Millis;
+
+impl Governor {
+    /// A provider answered 429 and asked for `retry_after_ms` of quiet. It
+    /// goes to the bucket `tool_id` drew its permit from (a credential's own
+    /// bucket, say), else to the org's bucket of the provider.
+    pub async fn report_provider_backpressure(
+        &self,
+        provider: &str,
+        tool_id: Option<&str>,
+        retry_after_ms: Millis,
+    ) -> Result<()> {
+        let scope = self.shared.pacing.feedback_scope(provider, tool_id);
+        self.penalize(&scope, retry_after_ms).await
+    }
+
+    pub(super) async fn penalize(&self, scope: &RateScope, cooldown_ms: Millis) -> Result<()> {
+        self.shared
+            .rate_state
+            .penalize(&scope.bucket_id, scope.token.as_deref(), cooldown_ms)
+            .await
+    }
+
+    /// A provider call went through; routed like backpressure.
+    pub fn observe_provider_success(&self, provider: &str, tool_id: Option<&str>) {
+        let scope = self.shared.pacing.feedback_scope(provider, tool_id);
+        self.shared.rate_state.observe_success(&scope.bucket_id);
+    }
+
+    /// A call of `tool_id` went through, to whichever provider and bucket
+    /// its last permit came from. A tool never paced has no bucket to tell.
+    pub fn observe_tool_success(&self, tool_id: &str) {
+        if let Some(scope) = self.shared.pacing.tool_scope(tool_id) {
+            self.shared.rate_state.observe_success(&scope.bucket_id);
+        }
+    }
+
+    /// How many calls of `tool_id` to keep in flight: enough to use the
+    /// bucket's live rate when each call takes the policy's typical time
+    /// (Little's law, `ceil(rate * seconds)`), no more than the rules'
+    /// concurrency cap, within `[1, maxToolConcurrency]`. Before the bucket
+    /// has a live rate, the rules' configured rate stands in; an unpaced
+    /// tool gets `fallback`, clamped the same way.
+    pub async fn suggested_parallelism(&self, tool_id: &str, fallback: usize) -> Result<usize> {
+        let policy = &self.shared.policy;
+        let max = policy.concurrency.max_tool_concurrency;
+        let Some(pacing) = self.shared.pacing.resolve(tool_id).await? else {
+            return Ok(fallback.clamp(1, max));
+        };
+        // Only read the remembered scope: an in-flight call's 429 must still
+        // find the bucket its permit came from.
+        let scope = match self.shared.pacing.tool_scope(tool_id) {
+            Some(scope) => scope,
+            None => {
+                let resolving = self.shared.pacing.resolve_scope(tool_id, &pacing.provider);
+                resolving.await?
+            }
+        };
+        let rps = self
+            .shared
+            .rate_state
+            .effective_rps(&scope.bucket_id)
+            .unwrap_or_else(|| {
+                pacing
+                    .rules
+                    .iter()
+                    .map(|r| r.requests_per_second())
+                    .fold(f64::INFINITY, f64::min)
+            });
+        let seconds = policy.pacing.typical_tool_call_ms as f64 / 1_000.0;
+        let in_flight = (rps * seconds).ceil().min(max as f64) as usize;
+        let cap = pacing
+            .rules
+            .iter()
+            .filter_map(|r| r.max_concurrency)
+            .map(|c| usize::try_from(c).unwrap_or(usize::MAX))
+            .fold(max, usize::min);
+        Ok(in_flight.min(cap).max(1))
+    }
+}

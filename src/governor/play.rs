@@ -1,0 +1,212 @@
+//! The governor of one play run: its policy, slots, budgets and lineage.
+//! Inline children are governors too, sharing everything with their root
+//! except their place in the lineage.
+
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::budget::{BudgetKind, RunBudgets};
+use super::lineage::{GovernanceSnapshot, Lineage};
+use super::pacing::{Pacing, PacingResolver, RateScopeResolver, ToolPacing};
+use super::policy::{Adapter, ExecutionPolicy, PolicyOverrides};
+use super::slots::{SlotPermit, Slots};
+use crate::client::{AbortSignal, BudgetState, GatewayRateState, LocalBudgetState, Runtime};
+use crate::error::{Error, Result};
+
+/// Which org's buckets a run draws from, and which run's budgets it spends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunScope {
+    pub org_id: String,
+    pub root_run_id: String,
+}
+
+pub struct GovernorConfig {
+    pub adapter: Adapter,
+    pub scope: RunScope,
+    /// A shared gateway's pacer, or a local one (`GatewayRateState::local`).
+    pub rate_state: GatewayRateState,
+    /// `None` counts budgets in this isolate's memory.
+    pub budget_state: Option<Rc<dyn BudgetState>>,
+    pub resolve_pacing: PacingResolver,
+    pub resolve_rate_scope: Option<RateScopeResolver>,
+    /// Pacing the host knows better than any tool's declaration, by tool id.
+    pub builtin_pacing: HashMap<String, ToolPacing>,
+    /// Continue a lineage: a child run's snapshot, or this run's own from
+    /// before a restart. It also carries the root's play id for the cycle
+    /// guard (see [`GovernanceSnapshot::root`]).
+    pub resume: Option<GovernanceSnapshot>,
+    pub policy: PolicyOverrides,
+    pub runtime: Rc<dyn Runtime>,
+}
+
+impl GovernorConfig {
+    /// A config with the adapter's policy, budgets in memory, no rate
+    /// scopes, no built-in pacing, and a fresh lineage.
+    pub fn new(
+        adapter: Adapter,
+        scope: RunScope,
+        rate_state: GatewayRateState,
+        resolve_pacing: PacingResolver,
+        runtime: Rc<dyn Runtime>,
+    ) -> Self {
+        GovernorConfig {
+            adapter,
+            scope,
+            rate_state,
+            budget_state: None,
+            resolve_pacing,
+            resolve_rate_scope: None,
+            builtin_pacing: HashMap::new(),
+            resume: None,
+            policy: PolicyOverrides::default(),
+            runtime,
+        }
+    }
+}
+
+pub(super) struct Shared {
+    pub policy: ExecutionPolicy,
+    pub rate_state: GatewayRateState,
+    pub runtime: Rc<dyn Runtime>,
+    pub pacing: Pacing,
+    pub budgets: RunBudgets,
+    pub row_slots: Slots,
+    pub tool_slots: Slots,
+}
+
+/// Decides when a run's tool calls may go out and how much the run may do.
+/// Clones are the same governor.
+#[derive(Clone)]
+pub struct Governor {
+    pub(super) shared: Rc<Shared>,
+    pub(super) lineage: Rc<Lineage>,
+}
+
+impl Governor {
+    pub fn new(config: GovernorConfig) -> Result<Self> {
+        let policy = ExecutionPolicy::for_adapter(config.adapter).with_overrides(&config.policy)?;
+        let RunScope {
+            org_id,
+            root_run_id,
+        } = config.scope;
+        let snapshot = match config.resume {
+            Some(s) if s.root_run_id != root_run_id => {
+                return Err(Error::invalid(format!(
+                    "the snapshot to resume belongs to root run {}, not {root_run_id}",
+                    s.root_run_id
+                )))
+            }
+            Some(s) => s,
+            None => GovernanceSnapshot::root(&root_run_id, None),
+        };
+        let (lineage, counters) = snapshot.split();
+        let default_rule = policy.default_provider_rule();
+        let shared = Shared {
+            row_slots: Slots::new(policy.concurrency.max_row_concurrency),
+            tool_slots: Slots::new(policy.concurrency.max_tool_concurrency),
+            budgets: RunBudgets {
+                root_run_id,
+                policy: policy.budgets.clone(),
+                state: config
+                    .budget_state
+                    .unwrap_or_else(|| Rc::new(LocalBudgetState::new())),
+                counters: counters.into(),
+            },
+            pacing: Pacing::new(
+                config.builtin_pacing,
+                config.resolve_pacing,
+                config.resolve_rate_scope,
+                org_id,
+                default_rule,
+            ),
+            rate_state: config.rate_state,
+            runtime: config.runtime,
+            policy,
+        };
+        Ok(Governor {
+            shared: Rc::new(shared),
+            lineage: Rc::new(lineage),
+        })
+    }
+
+    pub fn policy(&self) -> &ExecutionPolicy {
+        &self.shared.policy
+    }
+
+    /// Waits for a map-row slot.
+    pub async fn acquire_row_slot(&self, signal: Option<&AbortSignal>) -> Result<SlotPermit> {
+        self.shared.row_slots.acquire(signal).await
+    }
+
+    /// Rows to run at once: the play's request clamped to the policy's
+    /// range, or the policy's default.
+    pub fn resolve_row_concurrency(&self, requested: Option<usize>) -> usize {
+        let c = &self.shared.policy.concurrency;
+        requested.map_or(c.default_row_concurrency, |n| {
+            n.clamp(1, c.max_row_concurrency)
+        })
+    }
+
+    /// The pacing a tool's calls obey (see [`super::pacing`] for the order
+    /// of sources), `None` for an unpaced tool.
+    pub async fn resolve_pacing(&self, tool_id: &str) -> Result<Option<ToolPacing>> {
+        self.shared.pacing.resolve(tool_id).await
+    }
+
+    /// Spends `amount` of a budget, or fails with `BUDGET_EXCEEDED` and
+    /// spends nothing.
+    pub async fn charge_budget(&self, kind: BudgetKind, amount: u64) -> Result<()> {
+        self.shared.budgets.charge(kind, amount).await
+    }
+
+    /// Admits a child play run and returns the snapshot it starts from.
+    /// Refused with `CYCLE_DETECTED` if the play is its own ancestor, with
+    /// `BUDGET_EXCEEDED` past the depth, per-parent, play-call or
+    /// descendant limits; a refusal charges nothing.
+    pub async fn fork_child(
+        &self,
+        child_play_name: &str,
+        child_run_id: &str,
+    ) -> Result<GovernanceSnapshot> {
+        let child = self.admit_child(child_play_name, child_run_id).await?;
+        Ok(GovernanceSnapshot::join(
+            &self.shared.budgets.root_run_id,
+            &child,
+            &self.shared.budgets.counters.borrow(),
+        ))
+    }
+
+    /// Like [`Governor::fork_child`], for a child that runs in this isolate:
+    /// its governor shares this one's slots, pacer and budgets.
+    pub async fn fork_inline_child(
+        &self,
+        child_play_name: &str,
+        child_run_id: &str,
+    ) -> Result<Governor> {
+        let child = self.admit_child(child_play_name, child_run_id).await?;
+        Ok(Governor {
+            shared: self.shared.clone(),
+            lineage: Rc::new(child),
+        })
+    }
+
+    async fn admit_child(&self, play: &str, run_id: &str) -> Result<Lineage> {
+        let child = self
+            .lineage
+            .child(play, run_id, self.shared.policy.budgets.max_depth)?;
+        self.shared
+            .budgets
+            .charge_fork(&self.lineage.current_run_id)
+            .await?;
+        Ok(child)
+    }
+
+    /// This run's lineage and the counters so far, to resume from.
+    pub fn snapshot(&self) -> GovernanceSnapshot {
+        GovernanceSnapshot::join(
+            &self.shared.budgets.root_run_id,
+            &self.lineage,
+            &self.shared.budgets.counters.borrow(),
+        )
+    }
+}

@@ -1,0 +1,279 @@
+//! How much one play run may do at once and in total, per runtime adapter,
+//! with the host's overrides applied field by field.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::protocol::{limits, PacingRule};
+
+/// The runtime a run executes in. Its limits differ, so its defaults do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Adapter {
+    /// A Cloudflare Worker isolate running the ESM play runner.
+    #[serde(rename = "esm_workers")]
+    EsmWorkers,
+    /// A Node 20 process running the CommonJS play runner.
+    #[serde(rename = "cjs_node20")]
+    CjsNode20,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutionPolicy {
+    pub concurrency: ConcurrencyPolicy,
+    pub pacing: PacingPolicy,
+    pub budgets: BudgetPolicy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConcurrencyPolicy {
+    /// Map rows in flight when the play does not ask for a number.
+    pub default_row_concurrency: usize,
+    /// The most map rows in flight a play may ask for.
+    pub max_row_concurrency: usize,
+    /// Tool calls in flight across the whole run (the tool slots).
+    pub max_tool_concurrency: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PacingPolicy {
+    /// The pace of a provider that declared no limit of its own.
+    pub default_provider_requests_per_second: f64,
+    /// How long a provider call usually takes; with the live rate it gives
+    /// the parallelism that keeps a provider busy (Little's law).
+    pub typical_tool_call_ms: u64,
+}
+
+/// Run-wide limits, lineage-global: a child play counts against its root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BudgetPolicy {
+    pub max_play_call_count: u64,
+    pub max_tool_call_count: u64,
+    pub max_retry_count: u64,
+    pub max_descendants: u64,
+    pub max_waterfall_step_executions: u64,
+    pub max_child_play_calls_per_parent: u64,
+    pub max_depth: u64,
+}
+
+impl ExecutionPolicy {
+    pub fn for_adapter(adapter: Adapter) -> Self {
+        let concurrency = match adapter {
+            // A Worker invocation keeps at most six outbound connections
+            // open; a seventh fetch queues inside the runtime, where neither
+            // an abort nor the pacer's dispatch time reaches it. Rows beyond
+            // the tool slots only wait, so the row cap bounds what a 128 MB
+            // isolate holds in flight rather than throughput.
+            Adapter::EsmWorkers => ConcurrencyPolicy {
+                default_row_concurrency: 6,
+                max_row_concurrency: 50,
+                max_tool_concurrency: 6,
+            },
+            // Node has no connection cap of its own. Sixteen calls of about a
+            // second each outrun the default provider pace threefold, so the
+            // pacer, not the slots, sets the speed of an undeclared provider.
+            Adapter::CjsNode20 => ConcurrencyPolicy {
+                default_row_concurrency: 16,
+                max_row_concurrency: 200,
+                max_tool_concurrency: 16,
+            },
+        };
+        ExecutionPolicy {
+            concurrency,
+            pacing: PacingPolicy {
+                // Undeclared is not unlimited: 5 per second (300 a minute)
+                // sits inside the free tier of most APIs. It is also the
+                // ceiling the gateway's adaptive rate climbs back to, so a
+                // provider that allows more should declare it in its hints.
+                default_provider_requests_per_second: 5.0,
+                // Typical of an enrichment API round trip.
+                typical_tool_call_ms: 1_000,
+            },
+            budgets: BudgetPolicy {
+                // Every child play a run starts, at any depth. A play that
+                // fans out further than this is almost surely a loop.
+                max_play_call_count: 200,
+                // A 10,000-row sheet through a ten-step waterfall.
+                max_tool_call_count: 100_000,
+                // One retry per ten tool calls before the run counts as
+                // retrying itself to death.
+                max_retry_count: 10_000,
+                // Every fork charges this and playCall together, so the same
+                // bound; it differs only if a host charges playCall for plays
+                // it runs outside a fork.
+                max_descendants: 200,
+                // Each waterfall step is at most one tool call.
+                max_waterfall_step_executions: 100_000,
+                // Fan-out of one parent, so one play cannot spend the whole
+                // lineage's play budget on its own children.
+                max_child_play_calls_per_parent: 50,
+                // The cycle guard catches a play calling its ancestor; this
+                // catches a chain of distinct plays that never ends.
+                max_depth: 8,
+            },
+        }
+    }
+
+    /// This policy with every field the overrides set replaced, checked.
+    pub fn with_overrides(mut self, overrides: &PolicyOverrides) -> Result<Self> {
+        fn set<T: Copy>(field: &mut T, value: Option<T>) {
+            if let Some(v) = value {
+                *field = v;
+            }
+        }
+        if let Some(o) = &overrides.concurrency {
+            let c = &mut self.concurrency;
+            set(&mut c.default_row_concurrency, o.default_row_concurrency);
+            set(&mut c.max_row_concurrency, o.max_row_concurrency);
+            set(&mut c.max_tool_concurrency, o.max_tool_concurrency);
+        }
+        if let Some(o) = &overrides.pacing {
+            let p = &mut self.pacing;
+            set(
+                &mut p.default_provider_requests_per_second,
+                o.default_provider_requests_per_second,
+            );
+            set(&mut p.typical_tool_call_ms, o.typical_tool_call_ms);
+        }
+        if let Some(o) = &overrides.budgets {
+            let b = &mut self.budgets;
+            set(&mut b.max_play_call_count, o.max_play_call_count);
+            set(&mut b.max_tool_call_count, o.max_tool_call_count);
+            set(&mut b.max_retry_count, o.max_retry_count);
+            set(&mut b.max_descendants, o.max_descendants);
+            set(
+                &mut b.max_waterfall_step_executions,
+                o.max_waterfall_step_executions,
+            );
+            set(
+                &mut b.max_child_play_calls_per_parent,
+                o.max_child_play_calls_per_parent,
+            );
+            set(&mut b.max_depth, o.max_depth);
+        }
+        self.validate()?;
+        Ok(self)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let c = &self.concurrency;
+        for (name, value) in [
+            ("defaultRowConcurrency", c.default_row_concurrency),
+            ("maxRowConcurrency", c.max_row_concurrency),
+            ("maxToolConcurrency", c.max_tool_concurrency),
+        ] {
+            if value == 0 {
+                return Err(Error::invalid(format!(
+                    "policy.concurrency.{name} must be at least 1"
+                )));
+            }
+        }
+        if c.default_row_concurrency > c.max_row_concurrency {
+            return Err(Error::invalid(format!(
+                "policy.concurrency.defaultRowConcurrency ({}) exceeds maxRowConcurrency ({})",
+                c.default_row_concurrency, c.max_row_concurrency
+            )));
+        }
+        let rps = self.pacing.default_provider_requests_per_second;
+        if !(MIN_DEFAULT_RPS..=MAX_DEFAULT_RPS).contains(&rps) {
+            return Err(Error::invalid(format!(
+                "policy.pacing.defaultProviderRequestsPerSecond must be from {MIN_DEFAULT_RPS} to {MAX_DEFAULT_RPS}, got {rps}"
+            )));
+        }
+        if self.pacing.typical_tool_call_ms == 0 {
+            return Err(Error::invalid(
+                "policy.pacing.typicalToolCallMs must be at least 1",
+            ));
+        }
+        let b = &self.budgets;
+        // The gateway refuses a charge whose limit is past MAX_BUDGET, so a
+        // larger limit would fail every charge instead of allowing more.
+        for (name, value) in [
+            ("maxPlayCallCount", b.max_play_call_count),
+            ("maxToolCallCount", b.max_tool_call_count),
+            ("maxRetryCount", b.max_retry_count),
+            ("maxDescendants", b.max_descendants),
+            (
+                "maxWaterfallStepExecutions",
+                b.max_waterfall_step_executions,
+            ),
+            (
+                "maxChildPlayCallsPerParent",
+                b.max_child_play_calls_per_parent,
+            ),
+            ("maxDepth", b.max_depth),
+        ] {
+            if value > limits::MAX_BUDGET {
+                return Err(Error::invalid(format!(
+                    "policy.budgets.{name} must be at most {}, got {value}",
+                    limits::MAX_BUDGET
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The default pace as a rule. A whole number per second is a one-second
+    /// window; a fraction keeps its three decimals in a longer window (2.5/s
+    /// is 5 per 2 s), which the gateway spaces just as evenly.
+    pub fn default_provider_rule(&self) -> PacingRule {
+        let rps = self.pacing.default_provider_requests_per_second;
+        let per_million_ms = (rps * 1_000.0).round() as u64;
+        // Never shorter than a second: the rule reads as "n per second".
+        let divisor = gcd(per_million_ms, 1_000);
+        PacingRule::new(per_million_ms / divisor, 1_000_000 / divisor)
+    }
+}
+
+/// A thousandth of a request per second is the finest pace a rule keeps.
+const MIN_DEFAULT_RPS: f64 = 0.001;
+/// A default past this is no pacing at all; declare real limits instead.
+const MAX_DEFAULT_RPS: f64 = 1_000.0;
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+/// The host's changes to an adapter's policy, in the seeds' names
+/// (`{budgets: {maxToolCallCount: 3}}`). An unknown name is refused rather
+/// than ignored: a misspelt budget would otherwise silently not apply.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PolicyOverrides {
+    pub concurrency: Option<ConcurrencyOverrides>,
+    pub pacing: Option<PacingOverrides>,
+    pub budgets: Option<BudgetOverrides>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ConcurrencyOverrides {
+    pub default_row_concurrency: Option<usize>,
+    pub max_row_concurrency: Option<usize>,
+    pub max_tool_concurrency: Option<usize>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PacingOverrides {
+    pub default_provider_requests_per_second: Option<f64>,
+    pub typical_tool_call_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct BudgetOverrides {
+    pub max_play_call_count: Option<u64>,
+    pub max_tool_call_count: Option<u64>,
+    pub max_retry_count: Option<u64>,
+    pub max_descendants: Option<u64>,
+    pub max_waterfall_step_executions: Option<u64>,
+    pub max_child_play_calls_per_parent: Option<u64>,
+    pub max_depth: Option<u64>,
+}

@@ -1,0 +1,182 @@
+//! A fair async semaphore: slots go to waiters in the order they asked, a
+//! freed slot passes straight to the longest waiter (so a newcomer can never
+//! overtake it), and a waiter that gives up leaves the queue without taking
+//! a slot with it, even if one was handed to it a moment before.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+
+use crate::client::{abortable, AbortSignal};
+use crate::error::Result;
+
+#[derive(Default)]
+struct Waiter {
+    granted: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
+}
+
+struct Pool {
+    capacity: usize,
+    /// Free slots. Non-zero only while nobody waits: a freed slot goes to
+    /// the head of the queue instead of back here.
+    free: Cell<usize>,
+    queue: RefCell<VecDeque<Rc<Waiter>>>,
+}
+
+impl Pool {
+    fn give_back(&self) {
+        let next = self.queue.borrow_mut().pop_front();
+        match next {
+            Some(waiter) => {
+                waiter.granted.set(true);
+                if let Some(waker) = waiter.waker.borrow_mut().take() {
+                    waker.wake();
+                }
+            }
+            None => self.free.set(self.free.get() + 1),
+        }
+    }
+}
+
+/// A fixed number of slots shared by clones.
+#[derive(Clone)]
+pub struct Slots {
+    pool: Rc<Pool>,
+}
+
+impl Slots {
+    /// `capacity` must be at least 1; the policy makes sure of it.
+    pub fn new(capacity: usize) -> Self {
+        Slots {
+            pool: Rc::new(Pool {
+                capacity,
+                free: Cell::new(capacity),
+                queue: RefCell::new(VecDeque::new()),
+            }),
+        }
+    }
+
+    /// Waits for a slot, behind everyone who asked earlier. An abort leaves
+    /// the queue and returns `ABORTED`; a slot granted in the same instant
+    /// goes on to the next waiter.
+    pub async fn acquire(&self, signal: Option<&AbortSignal>) -> Result<SlotPermit> {
+        abortable(signal, async {
+            Ok(Acquire {
+                pool: &self.pool,
+                waiter: None,
+            }
+            .await)
+        })
+        .await
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.pool.capacity
+    }
+
+    pub fn available(&self) -> usize {
+        self.pool.free.get()
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.pool.queue.borrow().len()
+    }
+}
+
+impl fmt::Debug for Slots {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slots")
+            .field("capacity", &self.capacity())
+            .field("available", &self.available())
+            .field("waiting", &self.waiting())
+            .finish()
+    }
+}
+
+struct Acquire<'a> {
+    pool: &'a Rc<Pool>,
+    /// Set once queued; taken when the slot is handed to the caller.
+    waiter: Option<Rc<Waiter>>,
+}
+
+impl Future for Acquire<'_> {
+    type Output = SlotPermit;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SlotPermit> {
+        let pool = self.pool.clone();
+        match &self.waiter {
+            None if pool.free.get() > 0 => {
+                pool.free.set(pool.free.get() - 1);
+                return Poll::Ready(SlotPermit { pool: Some(pool) });
+            }
+            None => {
+                let waiter = Rc::new(Waiter::default());
+                *waiter.waker.borrow_mut() = Some(cx.waker().clone());
+                pool.queue.borrow_mut().push_back(waiter.clone());
+                self.waiter = Some(waiter);
+            }
+            Some(waiter) if waiter.granted.get() => {
+                self.waiter = None;
+                return Poll::Ready(SlotPermit { pool: Some(pool) });
+            }
+            Some(waiter) => *waiter.waker.borrow_mut() = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Acquire<'_> {
+    fn drop(&mut self) {
+        let Some(waiter) = self.waiter.take() else {
+            return;
+        };
+        if waiter.granted.get() {
+            // Handed a slot but gone before taking it: pass it on.
+            self.pool.give_back();
+        } else {
+            self.pool
+                .queue
+                .borrow_mut()
+                .retain(|w| !Rc::ptr_eq(w, &waiter));
+        }
+    }
+}
+
+/// One held slot. Dropping it (or `release()`) frees it for the next waiter.
+#[must_use = "a slot is held until the permit is released or dropped"]
+pub struct SlotPermit {
+    pool: Option<Rc<Pool>>,
+}
+
+impl SlotPermit {
+    /// Frees the slot. Idempotent: a second call, or the drop after it,
+    /// does nothing.
+    pub fn release(&mut self) {
+        if let Some(pool) = self.pool.take() {
+            pool.give_back();
+        }
+    }
+
+    pub fn is_released(&self) -> bool {
+        self.pool.is_none()
+    }
+}
+
+impl Drop for SlotPermit {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl fmt::Debug for SlotPermit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlotPermit")
+            .field("released", &self.is_released())
+            .finish()
+    }
+}

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use common::port::{block_on, spawn, ScriptedPort};
 use paceline::client::{
     AbortSignal, BudgetState, GatewayPort, GatewayRateState, LocalBudgetState, PacerOptions,
-    Runtime,
+    Runtime, REFILL_POLL_MS,
 };
 use paceline::gateway::BucketView;
 use paceline::governor::{
@@ -273,7 +273,9 @@ fn an_abort_while_waiting_for_a_tool_slot_returns_the_permits_lease_and_charges_
     rig.rt.run_until(T0 + 100);
     assert!(second.borrow().is_none());
     signal.abort();
-    rig.rt.run_until(T0 + 110);
+    // Past the release linger, the lease has gone back.
+    rig.rt
+        .run_until(T0 + 110 + PacerOptions::default().release_linger_ms);
     let first = first.borrow_mut().take().unwrap().unwrap();
     assert_eq!(
         second.borrow_mut().take().unwrap().unwrap_err().code,
@@ -421,7 +423,11 @@ fn a_429_for_a_tool_penalizes_the_bucket_its_permit_came_from() {
             .unwrap();
     });
     let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
-    assert_eq!(cooldown("org:apollo:cred-x"), Some(T0 + 2_000));
+    // Each of the two acquires waited one refill poll before the 429.
+    assert_eq!(
+        cooldown("org:apollo:cred-x"),
+        Some(T0 + 2 * REFILL_POLL_MS + 2_000)
+    );
     assert_eq!(cooldown("org:apollo:cred-y"), None);
     assert_eq!(cooldown("org:apollo"), None, "no org bucket was made");
 }
@@ -469,7 +475,7 @@ fn a_429_in_call_tool_penalizes_the_scoped_bucket_and_is_retried_after_the_coold
     .unwrap();
     assert_eq!(answer.status, 200);
     let sent = sent.borrow();
-    assert_eq!(sent[0], 0);
+    assert_eq!(sent[0], REFILL_POLL_MS);
     assert!(
         sent[1] >= 3_000,
         "retried inside the cooldown at +{}",
@@ -528,7 +534,10 @@ fn a_late_429_lands_in_the_scope_its_own_permit_came_from() {
     assert_eq!(fast.borrow_mut().take().unwrap().unwrap().status, 200);
     assert_eq!(slow.borrow_mut().take().unwrap().unwrap().status, 429);
     let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
-    assert_eq!(cooldown("org:apollo:cred-1"), Some(T0 + 2_500));
+    assert_eq!(
+        cooldown("org:apollo:cred-1"),
+        Some(T0 + REFILL_POLL_MS + 2_500)
+    );
     assert!(rig.bucket("org:apollo:cred-2").is_some(), "the fast call's");
     assert_eq!(cooldown("org:apollo:cred-2"), None);
     // Sizing the next wave reads the remembered scope; it resolves none.
@@ -558,7 +567,7 @@ fn a_429_on_the_last_attempt_is_still_reported_and_returned() {
     let bucket = rig.bucket("org:apollo").unwrap();
     assert_eq!(
         bucket.cooldown_until_ms,
-        Some(T0 + DEFAULT_RETRY_AFTER_MS),
+        Some(T0 + REFILL_POLL_MS + DEFAULT_RETRY_AFTER_MS),
         "no Retry-After: one second"
     );
     assert_eq!(bucket.live_leases, 0);

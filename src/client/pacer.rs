@@ -43,6 +43,10 @@ pub struct PacerOptions {
     /// A gateway refusal that asks to wait longer than this fails fast with
     /// `PROVIDER_EXHAUSTED` instead of parking callers.
     pub max_wait_ms: Millis,
+    /// A released lease waits this long for others to go back with it in
+    /// one gateway call: calls end one by one, and a call per lease would
+    /// cost a round trip per permit.
+    pub release_linger_ms: Millis,
     pub scheduler_schema: Option<String>,
 }
 

@@ -8,8 +8,6 @@
 mod budget;
 mod error_body;
 mod json;
-
-pub(crate) use json::number_text;
 mod rate;
 mod rule;
 

@@ -49,7 +49,7 @@ pub(crate) fn now_arg(ms: f64) -> Result<u64, Error> {
     } else {
         Err(Error::invalid(format!(
             "nowMs must be a finite number of milliseconds >= 0, got {}",
-            crate::protocol::number_text(ms)
+            Value::from(ms)
         )))
     }
 }

@@ -57,7 +57,8 @@ pub(crate) fn pacer_options(options: &JsValue) -> Result<PacerOptions> {
         block_horizon_ms: options_field(options, "blockHorizonMs")?.unwrap_or(d.block_horizon_ms),
         block_ttl_ms: options_field(options, "blockTtlMs")?.unwrap_or(d.block_ttl_ms),
         max_wait_ms: options_field(options, "maxWaitMs")?.unwrap_or(d.max_wait_ms),
-        release_linger_ms: options_field(options, "releaseLingerMs")?.unwrap_or(d.release_linger_ms),
+        release_linger_ms: options_field(options, "releaseLingerMs")?
+            .unwrap_or(d.release_linger_ms),
         scheduler_schema: options_field(options, "schedulerSchema")?.or(d.scheduler_schema),
     })
 }

@@ -127,7 +127,8 @@ fn an_abort_while_waiting_for_a_dispatch_time_hands_the_lease_back() {
     let second = spawn(&rt, async move { take(&p, &r, Some(&s)).await.map(|_| ()) });
     rt.run_until(T0 + 20);
     signal.abort();
-    rt.run_until(T0 + 30);
+    // Past the release linger, the lease has gone back.
+    rt.run_until(T0 + 30 + PacerOptions::default().release_linger_ms);
     let first = first.borrow_mut().take().unwrap().unwrap();
     assert_eq!(
         second.borrow_mut().take().unwrap().unwrap_err().code,

@@ -11,7 +11,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { paceline } from "../lib/node-package.mjs";
 
-const { GatewayCore } = paceline;
+const { GatewayCore, DEFAULT_WINDOW_GUARD_MS } = paceline;
 
 // The core's own limit, checked while reading so a huge body is not buffered.
 const MAX_BODY_BYTES = 64 * 1024;
@@ -56,7 +56,11 @@ function serve(core, req, res) {
 }
 
 export async function startDevGateway({ port = 0, secret, options = {} } = {}) {
-  const core = new GatewayCore(secret === undefined ? options : { ...options, secret });
+  const core = new GatewayCore({
+    windowGuardMs: DEFAULT_WINDOW_GUARD_MS,
+    ...options,
+    ...(secret === undefined ? {} : { secret }),
+  });
   const server = createServer((req, res) => serve(core, req, res));
   await new Promise((resolve, reject) => {
     server.once("error", reject);

@@ -21,7 +21,12 @@ export interface PacelineGatewayEnv {
   PACELINE_HORIZON_MS?: string | number;
   /** How long a concurrency lease lives past its dispatch time (core default 60000). */
   PACELINE_LEASE_TTL_MS?: string | number;
+  /** Schedule every rule window this much longer, absorbing jitter (default 25). */
+  PACELINE_WINDOW_GUARD_MS?: string | number;
 }
+
+/** The window guard the hosted gateways use unless told otherwise. */
+export const DEFAULT_WINDOW_GUARD_MS: number;
 
 /**
  * A Durable Object hosting one `GatewayCore`. It serves the wire protocol,

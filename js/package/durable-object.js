@@ -28,6 +28,13 @@ function millisFromEnv(env, name) {
   return ms;
 }
 
+/**
+ * Permits reach a provider a few milliseconds off their times (timers fire
+ * late, isolates and the provider keep different clocks); scheduling each
+ * window this much longer keeps the provider's own count within the rule.
+ */
+export const DEFAULT_WINDOW_GUARD_MS = 25;
+
 function coreOptions(env) {
   const options = {};
   if (env.PACELINE_SECRET !== undefined) options.secret = env.PACELINE_SECRET;
@@ -35,8 +42,7 @@ function coreOptions(env) {
   if (horizonMs !== undefined) options.horizonMs = horizonMs;
   const leaseTtlMs = millisFromEnv(env, "PACELINE_LEASE_TTL_MS");
   if (leaseTtlMs !== undefined) options.leaseTtlMs = leaseTtlMs;
-  const windowGuardMs = millisFromEnv(env, "PACELINE_WINDOW_GUARD_MS");
-  if (windowGuardMs !== undefined) options.windowGuardMs = windowGuardMs;
+  options.windowGuardMs = millisFromEnv(env, "PACELINE_WINDOW_GUARD_MS") ?? DEFAULT_WINDOW_GUARD_MS;
   return options;
 }
 

@@ -12,9 +12,7 @@ export function describe({ rps, maxConcurrency }) {
 }
 
 export async function startService() {
-  // Arrival jitter on loopback is a few ms; the guard keeps a window's
-  // permits inside the provider's own second.
-  const gateway = await startDevGateway({ port: 0, options: { windowGuardMs: 10 } });
+  const gateway = await startDevGateway({ port: 0 });
   return { config: { gatewayUrl: gateway.url }, stop: () => gateway.close() };
 }
 

@@ -32,6 +32,9 @@ pub const REFILL_POLL_MS: Millis = 5;
 /// the next waiter starts another.
 pub const REFILL_TIMEOUT_MS: Millis = 30_000;
 
+/// How many recent clock samples the skew estimate keeps per bucket.
+const SKEW_SAMPLES: usize = 8;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PacerOptions {
     /// The gateway's horizon; a pure-rate block asks for this much time's
@@ -94,8 +97,15 @@ struct BucketState {
     refill_error: Option<(u64, Error)>,
     /// The gateway asked this client not to refill before this local time.
     next_refill_at: Millis,
-    /// The gateway's clock minus ours, from the last answer.
+    /// The gateway's clock minus ours: the largest of the recent samples
+    /// (`server_now - received_at`), which is the one the network delayed
+    /// least. A steady estimate matters more than a fresh one: two blocks
+    /// converted with different estimates would land closer together than
+    /// the gateway spaced them.
     skew_ms: i64,
+    skew_samples: VecDeque<i64>,
+    /// Recent gateway round-trip time, for refilling a little early.
+    rtt_ms: Millis,
     /// The last permit drawn: its time on the gateway's clock, and the local
     /// time it was handed out.
     last_drawn: Option<(Millis, Millis)>,
@@ -301,11 +311,17 @@ impl GatewayRateState {
         token: Option<String>,
         rules: &[PacingRule],
     ) -> Result<AcquireResponse> {
-        let not_before = self.state(bucket_id, |s| s.next_refill_at);
+        // Ask early by a round trip and a poll, so the block is here before
+        // its first permit is due: a block that lands late goes out late,
+        // closer to the next block than the gateway spaced them.
+        let (not_before, lead) =
+            self.state(bucket_id, |s| (s.next_refill_at, s.rtt_ms + REFILL_POLL_MS));
         let now = self.inner.rt.now_ms();
-        if not_before > now {
-            self.inner.rt.sleep(not_before - now).await;
+        let start_at = not_before.saturating_sub(lead);
+        if start_at > now {
+            self.inner.rt.sleep(start_at - now).await;
         }
+        let sent_at = self.inner.rt.now_ms();
         let (requested, observed_successes) = self.state(bucket_id, |s| {
             (
                 block_size(rules, s.waiters, &self.inner.options),
@@ -323,8 +339,12 @@ impl GatewayRateState {
         let response = self
             .with_retries(|| self.inner.port.acquire(request.clone()))
             .await?;
+        let rtt = self.inner.rt.now_ms().saturating_sub(sent_at);
         self.state(bucket_id, |s| {
             s.pending_successes = s.pending_successes.saturating_sub(observed_successes);
+            // A slowly forgetting maximum: one slow answer widens the lead
+            // at once, and it narrows again over a few refills.
+            s.rtt_ms = rtt.max(s.rtt_ms - s.rtt_ms / 4);
         });
         Ok(response)
     }
@@ -376,7 +396,11 @@ impl GatewayRateState {
             .get_mut(bucket_id)
             .expect("landing on a known bucket");
         if let Some(server_now) = response.server_now_ms {
-            state.skew_ms = server_now as i64 - now as i64;
+            if state.skew_samples.len() == SKEW_SAMPLES {
+                state.skew_samples.pop_front();
+            }
+            state.skew_samples.push_back(server_now as i64 - now as i64);
+            state.skew_ms = state.skew_samples.iter().copied().max().unwrap_or(0);
         }
         state.cooldown_until_ms = response.cooldown_until_ms;
         if let Some(rps) = response.effective_requests_per_second {

@@ -14,8 +14,8 @@ mod rule;
 pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
 pub use error_body::{ErrorBody, ErrorFields};
 pub use rate::{
-    AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, PermitTarget,
-    ReleaseRequest, ReleaseResponse,
+    AcquireRequest, AcquireResponse, DeclaredPacing, PenalizeRequest, PenalizeResponse,
+    PermitTarget, ReleaseRequest, ReleaseResponse,
 };
 pub use rule::{has_concurrency, rules_signature, PacingRule};
 

@@ -7,6 +7,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::js::{from_js, random_seed, to_js};
 use super::port::JsPort;
+use super::registry::keep_budget_state;
 use super::runtime::JsRuntime;
 use crate::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState, Runtime};
 use crate::protocol::ChargeRequest;
@@ -33,6 +34,7 @@ fn charge_promise(state: Rc<dyn BudgetState>, input: JsValue) -> js_sys::Promise
 #[wasm_bindgen(js_name = GatewayBudgetState)]
 pub struct JsGatewayBudgetState {
     pub(crate) inner: Rc<dyn BudgetState>,
+    handle: u32,
 }
 
 #[wasm_bindgen(js_class = GatewayBudgetState)]
@@ -43,9 +45,15 @@ impl JsGatewayBudgetState {
     ) -> Result<JsGatewayBudgetState, JsValue> {
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
         let rt: Rc<dyn Runtime> = Rc::new(JsRuntime);
-        Ok(JsGatewayBudgetState {
-            inner: Rc::new(GatewayBudgetState::new(port, rt, random_seed())),
-        })
+        let inner: Rc<dyn BudgetState> = Rc::new(GatewayBudgetState::new(port, rt, random_seed()));
+        let handle = keep_budget_state(&inner);
+        Ok(JsGatewayBudgetState { inner, handle })
+    }
+
+    /// How `createGovernor` finds this state.
+    #[wasm_bindgen(getter, js_name = stateHandle)]
+    pub fn state_handle(&self) -> u32 {
+        self.handle
     }
 
     /// Charges every one of `charges` or none; over a limit it rejects with
@@ -63,15 +71,22 @@ impl JsGatewayBudgetState {
 #[wasm_bindgen(js_name = LocalBudgetState)]
 pub struct JsLocalBudgetState {
     pub(crate) inner: Rc<dyn BudgetState>,
+    handle: u32,
 }
 
 #[wasm_bindgen(js_class = LocalBudgetState)]
 impl JsLocalBudgetState {
     #[wasm_bindgen(constructor)]
     pub fn new() -> JsLocalBudgetState {
-        JsLocalBudgetState {
-            inner: Rc::new(LocalBudgetState::new()),
-        }
+        let inner: Rc<dyn BudgetState> = Rc::new(LocalBudgetState::new());
+        let handle = keep_budget_state(&inner);
+        JsLocalBudgetState { inner, handle }
+    }
+
+    /// How `createGovernor` finds this state.
+    #[wasm_bindgen(getter, js_name = stateHandle)]
+    pub fn state_handle(&self) -> u32 {
+        self.handle
     }
 
     #[wasm_bindgen(unchecked_return_type = "Promise<ChargeResult>")]

@@ -5,10 +5,12 @@ mod budget;
 mod clock;
 mod error;
 mod gateway;
+mod governor;
 mod js;
 mod pacer;
 mod port;
 pub mod protocol;
+mod registry;
 mod runtime;
 
 pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};

@@ -8,6 +8,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::js::{from_js, options_field, random_seed};
 use super::port::JsPort;
+use super::registry::keep_rate_state;
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use crate::client::{GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime};
 use crate::error::Result;
@@ -98,6 +99,7 @@ impl JsPermit {
 #[wasm_bindgen(js_name = GatewayRateState)]
 pub struct JsGatewayRateState {
     pub(crate) inner: GatewayRateState,
+    handle: u32,
 }
 
 fn runtime() -> Rc<dyn Runtime> {
@@ -112,9 +114,15 @@ impl JsGatewayRateState {
         #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
     ) -> std::result::Result<JsGatewayRateState, JsValue> {
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
-        Ok(JsGatewayRateState {
-            inner: GatewayRateState::new(port, runtime(), pacer_options(&options)?),
-        })
+        let inner = GatewayRateState::new(port, runtime(), pacer_options(&options)?);
+        let handle = keep_rate_state(&inner);
+        Ok(JsGatewayRateState { inner, handle })
+    }
+
+    /// How `createGovernor` finds this state.
+    #[wasm_bindgen(getter, js_name = stateHandle)]
+    pub fn state_handle(&self) -> u32 {
+        self.handle
     }
 
     /// Resolves with a `Permit` at its dispatch time; rejects with `ABORTED`
@@ -146,6 +154,7 @@ impl JsGatewayRateState {
 #[wasm_bindgen(js_name = LocalRateState)]
 pub struct JsLocalRateState {
     pub(crate) inner: GatewayRateState,
+    handle: u32,
 }
 
 #[wasm_bindgen(js_class = LocalRateState)]
@@ -154,9 +163,15 @@ impl JsLocalRateState {
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
     ) -> std::result::Result<JsLocalRateState, JsValue> {
-        Ok(JsLocalRateState {
-            inner: GatewayRateState::local(runtime(), pacer_options(&options)?, random_seed()),
-        })
+        let inner = GatewayRateState::local(runtime(), pacer_options(&options)?, random_seed());
+        let handle = keep_rate_state(&inner);
+        Ok(JsLocalRateState { inner, handle })
+    }
+
+    /// How `createGovernor` finds this state.
+    #[wasm_bindgen(getter, js_name = stateHandle)]
+    pub fn state_handle(&self) -> u32 {
+        self.handle
     }
 
     #[wasm_bindgen(unchecked_return_type = "Promise<Permit>")]

@@ -1,55 +1,48 @@
-// An example Workers entry: each request enriches rows by calling a
-// rate-limited provider, pacing every call through the shared gateway.
-// The pacer lives at module scope, so every request in this isolate shares
-// its cached block of permits (one gateway round trip per block).
-import { GatewayRateState, fetchPort } from "paceline";
+// An example Workers entry: each request is one play run that enriches rows
+// by calling a rate-limited provider. Every call goes through the run's
+// governor (`callTool`: a paced permit, a tool slot, the tool-call budget,
+// 429 feedback and retries). The rate state lives at module scope, so all
+// runs in this isolate share its cached block of permits: one gateway round
+// trip per block, not per call.
+import { GatewayRateState, createGovernor, fetchPort } from "paceline";
 
-const BUCKET = "org_demo:provider";
+const ORG = "org_demo";
+const PROVIDER = "provider";
 
-let pacer;
-function pacerFor(env) {
-  pacer ??= new GatewayRateState(
-    fetchPort({ fetch: (url, init) => env.GATEWAY.fetch(url, init), baseUrl: "http://gateway" }),
-  );
-  return pacer;
-}
-
-function retryAfterMs(response) {
-  const seconds = Number(response.headers.get("retry-after"));
-  return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : 1000;
-}
+let rateState;
 
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     const rows = Number(url.searchParams.get("rows") ?? "10");
-    const rateScopeToken = url.searchParams.get("token") ?? undefined;
-    const pacer = pacerFor(env);
+    const token = url.searchParams.get("token");
+    rateState ??= new GatewayRateState(
+      fetchPort({ fetch: (u, init) => env.GATEWAY.fetch(u, init), baseUrl: "http://gateway" }),
+    );
     // What the client is told about the provider; the provider may allow less.
-    const RULES = [{ requestsPerWindow: Number(env.RULE_RPS ?? "20"), windowMs: 1000 }];
+    const rules = [{ requestsPerWindow: Number(env.RULE_RPS ?? "20"), windowMs: 1000 }];
+    const governor = createGovernor({
+      adapter: "esm_workers",
+      scope: { orgId: ORG, rootRunId: url.searchParams.get("run") ?? crypto.randomUUID() },
+      rateState,
+      resolvePacing: () => ({ provider: PROVIDER, rules }),
+      // With a credential-scoped token the run draws from that bucket.
+      resolveRateScope: token ? () => ({ bucketId: `${ORG}:${PROVIDER}`, token }) : undefined,
+    });
     let enriched = 0;
-    let throttled = 0;
+    let gaveUp = 0;
     try {
       for (let row = 0; row < rows; row++) {
-        // A throttled row is tried again on a later permit, up to 3 times.
-        for (let attempt = 0; attempt < 3; attempt++) {
-          const permit = await pacer.acquire({ bucketId: BUCKET, rateScopeToken, rules: RULES });
-          try {
-            const res = await fetch(`${env.PROVIDER_URL}/enrich?row=${row}`);
-            await res.arrayBuffer();
-            if (res.status !== 429) {
-              enriched++;
-              pacer.observeSuccess(BUCKET);
-              break;
-            }
-            throttled++;
-            await pacer.penalize({ bucketId: BUCKET, rateScopeToken, cooldownMs: retryAfterMs(res) });
-          } finally {
-            permit.release();
-          }
-        }
+        const answer = await governor.callTool(
+          "provider.enrich",
+          () => fetch(`${env.PROVIDER_URL}/enrich?row=${row}`),
+          { retrySafe: true, maxAttempts: 3 },
+        );
+        await answer.arrayBuffer();
+        if (answer.status === 200) enriched++;
+        else gaveUp++;
       }
-      return Response.json({ enriched, throttled });
+      return Response.json({ enriched, gaveUp, snapshot: governor.snapshot() });
     } catch (error) {
       const status = error.code === "FORBIDDEN_SCOPE" ? 403 : 500;
       return Response.json({ error: { code: error.code, message: error.message }, enriched }, { status });

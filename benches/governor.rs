@@ -29,10 +29,11 @@ const BATCH: usize = 900;
 const BATCHES_PER_ROUND: usize = 20;
 const TOOL: &str = "apollo.search";
 
-/// 1,000 a second: one block is a second's worth, so after a second every
-/// cached permit is due and a draw never sleeps.
+/// A million a second: a block's thousand permits share one millisecond,
+/// so once it has passed every cached permit is due, none is spaced from
+/// the one before, and a draw never sleeps.
 fn rules() -> Vec<PacingRule> {
-    vec![PacingRule::new(1_000, 1_000)]
+    vec![PacingRule::new(1_000_000, 1_000)]
 }
 
 /// Polls a future that must finish without waiting.

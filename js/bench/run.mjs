@@ -19,7 +19,7 @@ import { startRedis } from "./lib/redis-server.mjs";
 import { convergenceMs, dispatchSeries, percentile } from "./lib/metrics.mjs";
 import { lineChart } from "./lib/svg.mjs";
 
-const CONTENDERS = ["naive", "bottleneck", "upstash-sliding", "upstash-token", "paceline"];
+const CONTENDERS = ["naive", "bottleneck", "upstash-sliding", "upstash-token", "paceline", "paceline-workerd"];
 const BUCKET_MS = 250;
 const LATENCY_MS = [20, 60];
 const LOW_SHARE = 0.4;

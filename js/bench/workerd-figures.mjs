@@ -1,0 +1,91 @@
+// Figures measured in workerd (through miniflare), from outside: workerd's
+// clocks only move across I/O, so a Worker cannot time its own compute.
+//  - cold start: the first request to a fresh Worker (which instantiates the
+//    .wasm) minus a warm request's time;
+//  - a cached-permit acquire from JS: one request lands a block of permits,
+//    the next draws N of them, all due by then, and its time (less an
+//    empty request's) is divided by N;
+//  - Durable Object gateway acquires per second for one bucket.
+// Usage: node js/bench/workerd-figures.mjs (after node js/scripts/build.mjs)
+import { writeFileSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Miniflare } from "miniflare";
+import { bundleWorker, repoRoot } from "../lib/bundle-worker.mjs";
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const DRAWS = 900;
+
+const probeSource = `
+import { LocalRateState } from "paceline";
+let pacer;
+export default {
+  async fetch(request) {
+    const url = new URL(request.url);
+    const n = Number(url.searchParams.get("n") ?? "0");
+    const bucketId = url.searchParams.get("b") ?? "b";
+    // A million a second: a block's permits share a millisecond, so once it
+    // lands every draw is due at once and none waits.
+    pacer ??= new LocalRateState({ blockHorizonMs: 1000 });
+    const rules = [{ requestsPerWindow: 1000000, windowMs: 1000 }];
+    for (let i = 0; i < n; i++) (await pacer.acquire({ bucketId, rules })).release();
+    return new Response("ok");
+  },
+};`;
+
+async function timeIt(fn) {
+  const start = performance.now();
+  await fn();
+  return performance.now() - start;
+}
+
+const work = mkdtempSync(join(tmpdir(), "paceline-figures-"));
+const probePath = join(work, "probe.mjs");
+writeFileSync(probePath, probeSource);
+const probeOptions = await bundleWorker(probePath);
+
+const cold = [];
+const warm = [];
+for (let i = 0; i < 5; i++) {
+  const mf = new Miniflare(probeOptions);
+  await mf.ready;
+  cold.push(await timeIt(async () => (await mf.dispatchFetch("http://probe/?n=0")).text()));
+  for (let j = 0; j < 5; j++) warm.push(await timeIt(async () => (await mf.dispatchFetch("http://probe/?n=0")).text()));
+  await mf.dispose();
+}
+
+const mf = new Miniflare(probeOptions);
+const perDraw = [];
+for (let i = 0; i < 15; i++) {
+  // A fresh bucket each round: the first draw lands a block of 1,000.
+  await (await mf.dispatchFetch(`http://probe/?n=1&b=${i}`)).text();
+  await new Promise((r) => setTimeout(r, 10));
+  const empty = await timeIt(async () => (await mf.dispatchFetch("http://probe/?n=0")).text());
+  const full = await timeIt(async () => (await mf.dispatchFetch(`http://probe/?n=${DRAWS}&b=${i}`)).text());
+  perDraw.push(((full - empty) * 1000) / DRAWS);
+}
+await mf.dispose();
+
+const gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
+const gw = new Miniflare({ ...gatewayOptions, durableObjects: { PACELINE_GATEWAY: "PacelineGateway" } });
+await gw.ready;
+const body = JSON.stringify({ bucketId: "org:p", rules: [{ requestsPerWindow: 1000000, windowMs: 1000 }], requested: 1 });
+const acquire = () => gw.dispatchFetch("http://gateway/v1/rate/acquire", { method: "POST", body }).then((r) => r.text());
+for (let i = 0; i < 200; i++) await acquire();
+let served = 0;
+const until = performance.now() + 5_000;
+await Promise.all(
+  Array.from({ length: 8 }, async () => {
+    while (performance.now() < until) {
+      await acquire();
+      served++;
+    }
+  }),
+);
+await gw.dispose();
+
+console.log("| figure (workerd via miniflare, measured from outside) | value |");
+console.log("|---|---|");
+console.log(`| cold start: first request to a fresh Worker, less a warm one (median of 5) | ${(median(cold) - median(warm)).toFixed(1)} ms |`);
+console.log(`| cached-permit acquire + release from JS (median of 15 x ${DRAWS}) | ${median(perDraw).toFixed(2)} µs |`);
+console.log(`| Durable Object gateway acquires for one bucket, 8 concurrent callers | ${(served / 5).toFixed(0)} req/s |`);

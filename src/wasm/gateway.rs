@@ -25,6 +25,22 @@ export interface GatewayCoreOptions {
   windowGuardMs?: number;
 }
 export interface GatewayHttpResponse { status: number; body: string }
+import type {
+  AcquireRequest, AcquireResponse, ReleaseRequest, ReleaseResponse, PenalizeRequest,
+  PenalizeResponse, ChargeRequest, ChargeResponse, PacingRule,
+} from "./glue/fetch-port.js";
+export interface BucketView {
+  bucketId: string;
+  rules: PacingRule[];
+  configuredRequestsPerSecond?: number;
+  effectiveRequestsPerSecond?: number;
+  nextFreeAtMs: number;
+  cooldownUntilMs?: number;
+  liveLeases: number;
+  maxConcurrency?: number;
+  reportedSuccesses: number;
+  serverNowMs: number;
+}
 "#;
 
 #[wasm_bindgen(js_name = GatewayCore)]
@@ -54,27 +70,48 @@ impl JsGatewayCore {
         Ok(JsGatewayCore { core })
     }
 
-    pub fn acquire(&mut self, req: JsValue, now_ms: f64) -> Result<JsValue, JsValue> {
+    #[wasm_bindgen(unchecked_return_type = "AcquireResponse")]
+    pub fn acquire(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "AcquireRequest")] req: JsValue,
+        now_ms: f64,
+    ) -> Result<JsValue, JsValue> {
         let req: AcquireRequest = from_js(&req)?;
         respond(self.core.acquire(&req, now_arg(now_ms)?))
     }
 
-    pub fn release(&mut self, req: JsValue, now_ms: f64) -> Result<JsValue, JsValue> {
+    #[wasm_bindgen(unchecked_return_type = "ReleaseResponse")]
+    pub fn release(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "ReleaseRequest")] req: JsValue,
+        now_ms: f64,
+    ) -> Result<JsValue, JsValue> {
         let req: ReleaseRequest = from_js(&req)?;
         respond(self.core.release(&req, now_arg(now_ms)?))
     }
 
-    pub fn penalize(&mut self, req: JsValue, now_ms: f64) -> Result<JsValue, JsValue> {
+    #[wasm_bindgen(unchecked_return_type = "PenalizeResponse")]
+    pub fn penalize(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "PenalizeRequest")] req: JsValue,
+        now_ms: f64,
+    ) -> Result<JsValue, JsValue> {
         let req: PenalizeRequest = from_js(&req)?;
         respond(self.core.penalize(&req, now_arg(now_ms)?))
     }
 
-    pub fn charge(&mut self, req: JsValue, now_ms: f64) -> Result<JsValue, JsValue> {
+    #[wasm_bindgen(unchecked_return_type = "ChargeResponse")]
+    pub fn charge(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "ChargeRequest")] req: JsValue,
+        now_ms: f64,
+    ) -> Result<JsValue, JsValue> {
         let req: ChargeRequest = from_js(&req)?;
         respond(self.core.charge(&req, now_arg(now_ms)?))
     }
 
     /// The bucket's live state, or `null` if the gateway holds none.
+    #[wasm_bindgen(unchecked_return_type = "BucketView | null")]
     pub fn bucket(
         &mut self,
         bucket_id: &str,

@@ -15,7 +15,7 @@ pub fn version() -> String {
 /// returns it normalised: times rounded up to whole milliseconds, absent
 /// optional fields left out. Throws an `Error` with `code: "INVALID_INPUT"`
 /// naming the first bad field.
-#[wasm_bindgen(js_name = decodeAcquireResponse)]
+#[wasm_bindgen(js_name = decodeAcquireResponse, unchecked_return_type = "AcquireResponse")]
 pub fn decode_acquire_response(body: &str) -> Result<JsValue, JsValue> {
     let response: AcquireResponse = decode(body.as_bytes())?;
     js_sys::JSON::parse(&encode(&response))

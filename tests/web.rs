@@ -138,9 +138,7 @@ mod client {
     }
 
     fn in_page_gateway() -> (Rc<RefCell<JsGatewayCore>>, JsValue) {
-        let core = Rc::new(RefCell::new(
-            JsGatewayCore::new(JsValue::UNDEFINED).unwrap(),
-        ));
+        let core = Rc::new(RefCell::new(JsGatewayCore::new(None).unwrap()));
         let port = port_from(core.clone());
         (core, port)
     }
@@ -156,7 +154,7 @@ mod client {
     #[wasm_bindgen_test]
     async fn permits_arrive_no_sooner_than_their_scheduled_spacing() {
         let (_core, port) = in_page_gateway();
-        let pacer = JsGatewayRateState::new(port, JsValue::UNDEFINED).unwrap();
+        let pacer = JsGatewayRateState::new(port, None).unwrap();
         let input =
             json(r#"{"bucketId":"org:p","rules":[{"requestsPerWindow":20,"windowMs":1000}]}"#);
         let mut times = Vec::new();
@@ -172,7 +170,7 @@ mod client {
     #[wasm_bindgen_test]
     async fn an_abort_rejects_with_aborted_and_leaves_no_lease_behind() {
         let (core, port) = in_page_gateway();
-        let pacer = JsGatewayRateState::new(port, JsValue::UNDEFINED).unwrap();
+        let pacer = JsGatewayRateState::new(port, None).unwrap();
         let rules = r#""rules":[{"requestsPerWindow":5,"windowMs":1000,"maxConcurrency":4}]"#;
         let first = settle(pacer.acquire(json(&format!(r#"{{"bucketId":"org:p",{rules}}}"#))))
             .await
@@ -223,7 +221,7 @@ mod client {
             Reflect::set(&port, &method.into(), bad.as_ref()).unwrap();
         }
         bad.forget();
-        let pacer = JsGatewayRateState::new(port.into(), JsValue::UNDEFINED).unwrap();
+        let pacer = JsGatewayRateState::new(port.into(), None).unwrap();
         let input =
             json(r#"{"bucketId":"org:p","rules":[{"requestsPerWindow":20,"windowMs":1000}]}"#);
         let e = settle(pacer.acquire(input)).await.unwrap_err();

@@ -64,8 +64,11 @@ fn config_from(options: &JsValue) -> Result<GatewayConfig, Error> {
 impl JsGatewayCore {
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "GatewayCoreOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: Option<
+            js_sys::Object,
+        >,
     ) -> Result<JsGatewayCore, JsValue> {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let core = gateway::GatewayCore::new(config_from(&options)?, random_seed())?;
         Ok(JsGatewayCore { core })
     }
@@ -156,8 +159,11 @@ impl JsGatewayCore {
 
     pub fn restore(
         bytes: &[u8],
-        #[wasm_bindgen(unchecked_param_type = "GatewayCoreOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: Option<
+            js_sys::Object,
+        >,
     ) -> Result<JsGatewayCore, JsValue> {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let core = gateway::GatewayCore::restore(bytes, config_from(&options)?)?;
         Ok(JsGatewayCore { core })
     }

@@ -255,9 +255,11 @@ impl JsGovernor {
     pub fn acquire_tool_slot(
         &self,
         tool_id: String,
-        #[wasm_bindgen(unchecked_param_type = "{ signal?: AbortSignal } | undefined")]
-        options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ signal?: AbortSignal }")] options: Option<
+            js_sys::Object,
+        >,
     ) -> Promise {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let g = self.inner.clone();
         future_to_promise(async move {
             let abort = AbortBridge::new(signal_of(&options));
@@ -269,9 +271,11 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = acquireRowSlot, unchecked_return_type = "Promise<WorkLease>")]
     pub fn acquire_row_slot(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "{ signal?: AbortSignal } | undefined")]
-        options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ signal?: AbortSignal }")] options: Option<
+            js_sys::Object,
+        >,
     ) -> Promise {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let g = self.inner.clone();
         future_to_promise(async move {
             let abort = AbortBridge::new(signal_of(&options));
@@ -396,8 +400,11 @@ impl JsGovernor {
             unchecked_param_type = "(attempt: number) => Promise<ProviderAnswer> | ProviderAnswer"
         )]
         call: Function,
-        #[wasm_bindgen(unchecked_param_type = "CallToolOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "CallToolOptions")] options: Option<
+            js_sys::Object,
+        >,
     ) -> Promise {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let g = self.inner.clone();
         future_to_promise(async move {
             let abort = AbortBridge::new(signal_of(&options));

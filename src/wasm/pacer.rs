@@ -111,8 +111,11 @@ impl JsGatewayRateState {
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "GatewayPortLike")] port: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "PacerOptions")] options: Option<
+            js_sys::Object,
+        >,
     ) -> std::result::Result<JsGatewayRateState, JsValue> {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
         let inner = GatewayRateState::new(port, runtime(), pacer_options(&options)?);
         let handle = keep_rate_state(&inner);
@@ -161,8 +164,11 @@ pub struct JsLocalRateState {
 impl JsLocalRateState {
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "PacerOptions | undefined")] options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "PacerOptions")] options: Option<
+            js_sys::Object,
+        >,
     ) -> std::result::Result<JsLocalRateState, JsValue> {
+        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let inner = GatewayRateState::local(runtime(), pacer_options(&options)?, random_seed());
         let handle = keep_rate_state(&inner);
         Ok(JsLocalRateState { inner, handle })

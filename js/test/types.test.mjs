@@ -1,0 +1,62 @@
+// The package's TypeScript declarations, checked by tsc --strict: a typed
+// use of the public API compiles, and misuses are refused.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { test } from "node:test";
+import { pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+
+const tsc = join(repoRoot, "js/node_modules/typescript/bin/tsc");
+
+function check(source) {
+  const dir = mkdtempSync(join(tmpdir(), "paceline-types-"));
+  const file = join(dir, "use.ts");
+  writeFileSync(file, source.replaceAll("PKG", join(pkgDir, "index.js")));
+  try {
+    execFileSync(process.execPath, [tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "nodenext", "--moduleResolution", "nodenext", "--lib", "esnext,dom", "--skipLibCheck", "false", file], { stdio: "pipe" });
+    return "";
+  } catch (error) {
+    return error.stdout.toString();
+  }
+}
+
+test("a typed use of the public API compiles under --strict", () => {
+  const errors = check(`
+import { GatewayCore, GatewayRateState, createGovernor, fetchPort, mintRateScopeToken } from "PKG";
+const core = new GatewayCore({ horizonMs: 1000 });
+const grant = core.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 20, windowMs: 1000 }], requested: 2 }, Date.now());
+const first: number | undefined = grant.scheduledAtMs?.[0];
+const view = core.bucket("b", Date.now());
+const leases: number | undefined = view?.liveLeases;
+const token: string = mintRateScopeToken("s", "b", Date.now() + 1000);
+const rateState = new GatewayRateState(fetchPort({ fetch: (url, init) => fetch(url, init), baseUrl: "http://gw" }));
+const governor = createGovernor({
+  adapter: "esm_workers",
+  scope: { orgId: "o", rootRunId: "r" },
+  rateState,
+  resolvePacing: () => ({ provider: "p", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] }),
+});
+async function use(): Promise<number> {
+  const lease = await governor.acquireToolSlot("p.search", undefined);
+  lease.release();
+  const answer = await governor.callTool("p.search", () => fetch("http://p"), { retrySafe: true });
+  return answer.status + (first ?? 0) + (leases ?? 0) + token.length;
+}
+void use;
+`);
+  assert.equal(errors, "", errors);
+});
+
+test("misuses of the public API are refused by the types", () => {
+  const errors = check(`
+import { GatewayCore, createGovernor } from "PKG";
+const core = new GatewayCore({ horizonMs: "soon" });
+core.acquire({ bucketId: 7, rules: [], requested: 1 }, Date.now());
+createGovernor({ adapter: "lambda", scope: { orgId: "o", rootRunId: "r" } });
+`);
+  // One error for each misuse, on its own line.
+  for (const line of [3, 4, 5]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
+  assert.match(errors, /"lambda"/);
+});

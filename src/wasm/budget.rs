@@ -30,12 +30,57 @@ fn charge_promise(state: Rc<dyn BudgetState>, input: JsValue) -> js_sys::Promise
     })
 }
 
-/// Budget counters reserved at the gateway in blocks.
-#[wasm_bindgen(js_name = GatewayBudgetState)]
-pub struct JsGatewayBudgetState {
-    pub(crate) inner: Rc<dyn BudgetState>,
-    handle: u32,
+/// The methods both budget-state classes share; only their constructors
+/// differ.
+macro_rules! budget_state_class {
+    ($(#[$doc:meta])* $name:ident, $js:ident) => {
+        $(#[$doc])*
+        #[wasm_bindgen(js_name = $js)]
+        pub struct $name {
+            pub(crate) inner: Rc<dyn BudgetState>,
+            handle: u32,
+        }
+
+        #[wasm_bindgen(js_class = $js)]
+        impl $name {
+            /// How `createGovernor` finds this state.
+            #[wasm_bindgen(getter, js_name = stateHandle)]
+            pub fn state_handle(&self) -> u32 {
+                self.handle
+            }
+
+            /// Charges every one of `charges` or none; over a limit it
+            /// rejects with `BUDGET_EXCEEDED` and the key, observed count
+            /// and limit.
+            #[wasm_bindgen(unchecked_return_type = "Promise<ChargeResult>")]
+            pub fn charge(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "ChargeInput")] input: JsValue,
+            ) -> js_sys::Promise {
+                charge_promise(self.inner.clone(), input)
+            }
+        }
+
+        impl $name {
+            fn keep(inner: Rc<dyn BudgetState>) -> Self {
+                let handle = keep_budget_state(&inner);
+                $name { inner, handle }
+            }
+        }
+    };
 }
+
+budget_state_class!(
+    /// Budget counters reserved at the gateway in blocks.
+    JsGatewayBudgetState,
+    GatewayBudgetState
+);
+
+budget_state_class!(
+    /// Budget counters in this isolate's memory.
+    JsLocalBudgetState,
+    LocalBudgetState
+);
 
 #[wasm_bindgen(js_class = GatewayBudgetState)]
 impl JsGatewayBudgetState {
@@ -45,56 +90,19 @@ impl JsGatewayBudgetState {
     ) -> Result<JsGatewayBudgetState, JsValue> {
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
         let rt: Rc<dyn Runtime> = Rc::new(JsRuntime);
-        let inner: Rc<dyn BudgetState> = Rc::new(GatewayBudgetState::new(port, rt, random_seed()));
-        let handle = keep_budget_state(&inner);
-        Ok(JsGatewayBudgetState { inner, handle })
+        Ok(Self::keep(Rc::new(GatewayBudgetState::new(
+            port,
+            rt,
+            random_seed(),
+        ))))
     }
-
-    /// How `createGovernor` finds this state.
-    #[wasm_bindgen(getter, js_name = stateHandle)]
-    pub fn state_handle(&self) -> u32 {
-        self.handle
-    }
-
-    /// Charges every one of `charges` or none; over a limit it rejects with
-    /// `BUDGET_EXCEEDED` and the key, observed count and limit.
-    #[wasm_bindgen(unchecked_return_type = "Promise<ChargeResult>")]
-    pub fn charge(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "ChargeInput")] input: JsValue,
-    ) -> js_sys::Promise {
-        charge_promise(self.inner.clone(), input)
-    }
-}
-
-/// Budget counters in this isolate's memory.
-#[wasm_bindgen(js_name = LocalBudgetState)]
-pub struct JsLocalBudgetState {
-    pub(crate) inner: Rc<dyn BudgetState>,
-    handle: u32,
 }
 
 #[wasm_bindgen(js_class = LocalBudgetState)]
 impl JsLocalBudgetState {
     #[wasm_bindgen(constructor)]
     pub fn new() -> JsLocalBudgetState {
-        let inner: Rc<dyn BudgetState> = Rc::new(LocalBudgetState::new());
-        let handle = keep_budget_state(&inner);
-        JsLocalBudgetState { inner, handle }
-    }
-
-    /// How `createGovernor` finds this state.
-    #[wasm_bindgen(getter, js_name = stateHandle)]
-    pub fn state_handle(&self) -> u32 {
-        self.handle
-    }
-
-    #[wasm_bindgen(unchecked_return_type = "Promise<ChargeResult>")]
-    pub fn charge(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "ChargeInput")] input: JsValue,
-    ) -> js_sys::Promise {
-        charge_promise(self.inner.clone(), input)
+        Self::keep(Rc::new(LocalBudgetState::new()))
     }
 }
 

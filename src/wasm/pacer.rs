@@ -95,16 +95,76 @@ impl JsPermit {
     }
 }
 
-/// The block-leasing pacer against a shared gateway.
-#[wasm_bindgen(js_name = GatewayRateState)]
-pub struct JsGatewayRateState {
-    pub(crate) inner: GatewayRateState,
-    handle: u32,
-}
-
 fn runtime() -> Rc<dyn Runtime> {
     Rc::new(JsRuntime)
 }
+
+/// The methods both rate-state classes share; only their constructors
+/// differ (a shared gateway, or a scheduler in this isolate).
+macro_rules! rate_state_class {
+    ($(#[$doc:meta])* $name:ident, $js:ident) => {
+        $(#[$doc])*
+        #[wasm_bindgen(js_name = $js)]
+        pub struct $name {
+            pub(crate) inner: GatewayRateState,
+            handle: u32,
+        }
+
+        #[wasm_bindgen(js_class = $js)]
+        impl $name {
+            /// How `createGovernor` finds this state.
+            #[wasm_bindgen(getter, js_name = stateHandle)]
+            pub fn state_handle(&self) -> u32 {
+                self.handle
+            }
+
+            /// Resolves with a `Permit` at its dispatch time; rejects with
+            /// `ABORTED` if `signal` aborts first (handing back whatever it
+            /// held).
+            #[wasm_bindgen(unchecked_return_type = "Promise<Permit>")]
+            pub fn acquire(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "AcquireInput")] input: JsValue,
+            ) -> js_sys::Promise {
+                acquire_promise(self.inner.clone(), input)
+            }
+
+            /// A provider's 429: drops the cached block, then tells the
+            /// scheduler.
+            #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+            pub fn penalize(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "PenalizeInput")] input: JsValue,
+            ) -> js_sys::Promise {
+                penalize_promise(self.inner.clone(), input)
+            }
+
+            #[wasm_bindgen(js_name = observeSuccess)]
+            pub fn observe_success(&self, bucket_id: &str) {
+                self.inner.observe_success(bucket_id);
+            }
+        }
+
+        impl $name {
+            fn keep(inner: GatewayRateState) -> Self {
+                let handle = keep_rate_state(&inner);
+                $name { inner, handle }
+            }
+        }
+    };
+}
+
+rate_state_class!(
+    /// The block-leasing pacer against a shared gateway.
+    JsGatewayRateState,
+    GatewayRateState
+);
+
+rate_state_class!(
+    /// The same contract with a scheduler in this isolate's memory.
+    JsLocalRateState,
+    LocalRateState
+);
 
 #[wasm_bindgen(js_class = GatewayRateState)]
 impl JsGatewayRateState {
@@ -117,47 +177,12 @@ impl JsGatewayRateState {
     ) -> std::result::Result<JsGatewayRateState, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
-        let inner = GatewayRateState::new(port, runtime(), pacer_options(&options)?);
-        let handle = keep_rate_state(&inner);
-        Ok(JsGatewayRateState { inner, handle })
+        Ok(Self::keep(GatewayRateState::new(
+            port,
+            runtime(),
+            pacer_options(&options)?,
+        )))
     }
-
-    /// How `createGovernor` finds this state.
-    #[wasm_bindgen(getter, js_name = stateHandle)]
-    pub fn state_handle(&self) -> u32 {
-        self.handle
-    }
-
-    /// Resolves with a `Permit` at its dispatch time; rejects with `ABORTED`
-    /// if `signal` aborts first (handing back whatever it held).
-    #[wasm_bindgen(unchecked_return_type = "Promise<Permit>")]
-    pub fn acquire(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "AcquireInput")] input: JsValue,
-    ) -> js_sys::Promise {
-        acquire_promise(self.inner.clone(), input)
-    }
-
-    /// A provider's 429: drops the cached block, then tells the gateway.
-    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
-    pub fn penalize(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "PenalizeInput")] input: JsValue,
-    ) -> js_sys::Promise {
-        penalize_promise(self.inner.clone(), input)
-    }
-
-    #[wasm_bindgen(js_name = observeSuccess)]
-    pub fn observe_success(&self, bucket_id: &str) {
-        self.inner.observe_success(bucket_id);
-    }
-}
-
-/// The same contract with a scheduler in this isolate's memory.
-#[wasm_bindgen(js_name = LocalRateState)]
-pub struct JsLocalRateState {
-    pub(crate) inner: GatewayRateState,
-    handle: u32,
 }
 
 #[wasm_bindgen(js_class = LocalRateState)]
@@ -169,36 +194,11 @@ impl JsLocalRateState {
         >,
     ) -> std::result::Result<JsLocalRateState, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
-        let inner = GatewayRateState::local(runtime(), pacer_options(&options)?, random_seed());
-        let handle = keep_rate_state(&inner);
-        Ok(JsLocalRateState { inner, handle })
-    }
-
-    /// How `createGovernor` finds this state.
-    #[wasm_bindgen(getter, js_name = stateHandle)]
-    pub fn state_handle(&self) -> u32 {
-        self.handle
-    }
-
-    #[wasm_bindgen(unchecked_return_type = "Promise<Permit>")]
-    pub fn acquire(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "AcquireInput")] input: JsValue,
-    ) -> js_sys::Promise {
-        acquire_promise(self.inner.clone(), input)
-    }
-
-    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
-    pub fn penalize(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "PenalizeInput")] input: JsValue,
-    ) -> js_sys::Promise {
-        penalize_promise(self.inner.clone(), input)
-    }
-
-    #[wasm_bindgen(js_name = observeSuccess)]
-    pub fn observe_success(&self, bucket_id: &str) {
-        self.inner.observe_success(bucket_id);
+        Ok(Self::keep(GatewayRateState::local(
+            runtime(),
+            pacer_options(&options)?,
+            random_seed(),
+        )))
     }
 }
 

@@ -108,7 +108,11 @@ fn json_field<T: serde::de::DeserializeOwned>(options: &JsValue, name: &str) -> 
                 .ok()
                 .and_then(|s| s.as_string())
                 .unwrap_or_default();
-            serde_json::from_str(&text).map_err(|e| Error::invalid(format!("{name}: {e}")))
+            // Through a `Value`: the crate already parses every message that
+            // way, so the derived readers add no second JSON parser.
+            let value: serde_json::Value =
+                serde_json::from_str(&text).map_err(|e| Error::invalid(format!("{name}: {e}")))?;
+            T::deserialize(value).map_err(|e| Error::invalid(format!("{name}: {e}")))
         })
         .transpose()
 }

@@ -225,6 +225,29 @@ fn concurrency_leases_cap_live_permits_and_come_back_on_release() {
 }
 
 #[test]
+fn callers_refused_a_slot_take_turns_from_when_calls_usually_end() {
+    let mut g = core();
+    let rules = [per_second(20).with_max_concurrency(2)];
+    let first = g.acquire(&acquire("org:p", &rules, 2), T0).unwrap();
+    let leases = first.lease_ids.unwrap();
+    g.release(&release("org:p", &rules, vec![leases[0].clone()]), T0 + 200)
+        .unwrap();
+    let third = g.acquire(&acquire("org:p", &rules, 1), T0 + 200).unwrap();
+    assert_eq!(third.granted, 1, "the released slot is free again");
+    let b = g.acquire(&acquire("org:p", &rules, 1), T0 + 200).unwrap();
+    let c = g.acquire(&acquire("org:p", &rules, 1), T0 + 200).unwrap();
+    assert_eq!((b.granted, c.granted), (0, 0));
+    assert_eq!(
+        b.wait_ms, 50,
+        "the oldest call, sent at +50, usually ends 200 ms later"
+    );
+    assert_eq!(
+        c.wait_ms, 75,
+        "the next turn is a quarter of a slot's share of a hold later"
+    );
+}
+
+#[test]
 fn leases_of_a_dead_client_expire_after_the_ttl_past_their_dispatch_time() {
     let config = GatewayConfig {
         lease_ttl_ms: 5_000,

@@ -30,6 +30,9 @@ pub(crate) struct LeaseTable {
     /// fixed, so new leases almost always go at the back. A released lease
     /// stays here until it reaches the front; `expires` is the truth.
     queue: VecDeque<(Micros, LeaseId)>,
+    /// How long callers have held a lease before releasing it (a moving
+    /// average), to tell a refused caller when a slot is likely to free.
+    pub hold_us: Option<Micros>,
 }
 
 impl LeaseTable {
@@ -50,16 +53,38 @@ impl LeaseTable {
     }
 
     /// Ends the named leases; unknown or already expired ids are a no-op.
-    /// Returns how many live leases it ended.
-    pub fn release<'a>(&mut self, ids: impl IntoIterator<Item = &'a String>, now: Micros) -> u64 {
+    /// Returns how many live leases it ended. `ttl` is the lease TTL, which
+    /// tells each lease's dispatch time from its expiry.
+    pub fn release<'a>(
+        &mut self,
+        ids: impl IntoIterator<Item = &'a String>,
+        now: Micros,
+        ttl: Micros,
+    ) -> u64 {
         self.sweep(now);
-        let released = ids
-            .into_iter()
-            .filter_map(|text| parse_lease_id(text))
-            .filter(|id| self.expires.remove(id).is_some())
-            .count() as u64;
+        let mut released = 0;
+        for id in ids.into_iter().filter_map(|text| parse_lease_id(text)) {
+            if let Some(expires_at) = self.expires.remove(&id) {
+                released += 1;
+                let held = now.saturating_sub(expires_at.saturating_sub(ttl));
+                self.hold_us = Some(match self.hold_us {
+                    None => held,
+                    Some(avg) => avg - avg / 8 + held / 8,
+                });
+            }
+        }
         self.drop_released_front();
         released
+    }
+
+    /// When the next slot is likely to free: the oldest live lease's
+    /// dispatch time plus the usual hold, or its expiry if sooner.
+    pub fn likely_free_at(&mut self, now: Micros, ttl: Micros) -> Option<Micros> {
+        let expiry = self.next_expiry(now)?;
+        let likely = self.hold_us.map_or(expiry, |hold| {
+            expiry.saturating_sub(ttl).saturating_add(hold)
+        });
+        Some(likely.min(expiry).max(now))
     }
 
     /// When the next slot frees by itself, if any lease is live.
@@ -145,9 +170,10 @@ mod tests {
         t.insert(2, 200);
         assert_eq!(t.live(99), 2);
         assert_eq!(t.live(100), 1);
-        assert_eq!(t.release([&a, &"zzz".to_string()], 150), 0);
+        assert_eq!(t.release([&a, &"zzz".to_string()], 150, 100), 0);
         assert_eq!(t.next_expiry(150), Some(200));
-        assert_eq!(t.release([&b], 150), 1);
+        assert_eq!(t.release([&b], 150, 100), 1);
+        assert_eq!(t.hold_us, Some(50), "dispatched at 100, released at 150");
         assert_eq!(t.live(150), 0);
         assert_eq!(t.next_expiry(150), None);
     }

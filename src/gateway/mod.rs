@@ -195,10 +195,13 @@ impl GatewayCore {
 
     pub fn release(&mut self, req: &ReleaseRequest, now_ms: u64) -> Result<ReleaseResponse> {
         self.authorize(&req.bucket_id, req.rate_scope_token.as_deref(), now_ms)?;
-        let released = self
-            .buckets
-            .get_mut(&req.bucket_id)
-            .map_or(0, |b| b.leases.release(&req.lease_ids, micros(now_ms)));
+        let released = self.buckets.get_mut(&req.bucket_id).map_or(0, |b| {
+            b.leases.release(
+                &req.lease_ids,
+                micros(now_ms),
+                micros(self.config.lease_ttl_ms),
+            )
+        });
         Ok(ReleaseResponse { released })
     }
 

@@ -137,6 +137,8 @@ fn write_bucket(w: &mut Writer, b: &Bucket) {
         w.uint(*n);
     }
     w.uint(b.reported_successes);
+    w.uint(b.slot_turns_tat);
+    w.opt_uint(b.leases.hold_us);
 }
 
 fn read_bucket(r: &mut Reader, guard_ms: u64) -> Result<Bucket> {
@@ -174,7 +176,7 @@ fn read_bucket(r: &mut Reader, guard_ms: u64) -> Result<Bucket> {
         let id = r.u64()?;
         leases.insert(id, r.uint()?);
     }
-    Ok(Bucket {
+    let mut bucket = Bucket {
         signature: if rules.is_empty() {
             String::new()
         } else {
@@ -197,7 +199,10 @@ fn read_bucket(r: &mut Reader, guard_ms: u64) -> Result<Bucket> {
             maturing
         },
         reported_successes: r.uint()?,
-    })
+        slot_turns_tat: r.uint()?,
+    };
+    bucket.leases.hold_us = r.opt_uint()?;
+    Ok(bucket)
 }
 
 fn write_ledger(w: &mut Writer, l: &Ledger) {

@@ -360,3 +360,24 @@ fn the_local_rate_state_paces_with_its_own_scheduler() {
         [poll, poll + 100, poll + 200]
     );
 }
+
+#[test]
+fn a_release_settles_once_its_batch_has_reached_the_gateway() {
+    let (rt, port, pacer) = setup(0);
+    let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(3)];
+    let (p, r) = (pacer.clone(), rules.clone());
+    let mut permit = block_on(&rt, async move { take(&p, &r, None).await.unwrap() });
+    let released_at = rt.now_ms();
+    let rt2 = rt.clone();
+    let settled = spawn(&rt, async move {
+        permit.release_settled().await;
+        rt2.now_ms()
+    });
+    rt.run_until(released_at + 5);
+    assert!(settled.borrow().is_none(), "still lingering for company");
+    assert!(port.releases.borrow().is_empty());
+    rt.run_to_completion();
+    let at = settled.borrow_mut().take().expect("settled");
+    assert_eq!(port.releases.borrow().len(), 1);
+    assert!(at >= released_at + PacerOptions::default().release_linger_ms, "{at}");
+}

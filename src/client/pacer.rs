@@ -120,6 +120,10 @@ struct PendingRelease {
     rules: Vec<PacingRule>,
     lease_ids: Vec<String>,
     flushing: bool,
+    /// Leases ever queued under this key, and those whose gateway call has
+    /// finished: a lease queued as the n-th is settled once `settled >= n`.
+    queued: u64,
+    settled: u64,
 }
 
 struct Inner {
@@ -504,10 +508,15 @@ impl GatewayRateState {
         let id = lease_id.clone();
         Permit::new(
             Some(lease_id),
-            Some(Box::new(move || {
-                if let Some(inner) = weak.upgrade() {
-                    GatewayRateState { inner }.release_leases(&bucket_id, token, &rules, vec![id]);
+            Some(Box::new(move || match weak.upgrade() {
+                Some(inner) => {
+                    let this = GatewayRateState { inner };
+                    match this.release_leases(&bucket_id, token, &rules, vec![id]) {
+                        Some(ticket) => Box::pin(async move { this.settled(ticket).await }),
+                        None => Box::pin(std::future::ready(())),
+                    }
                 }
+                None => Box::pin(std::future::ready(())),
             })),
         )
     }
@@ -521,18 +530,19 @@ impl GatewayRateState {
 
     /// Queues leases for the bucket's batched release and starts a flush if
     /// none is running.
+    /// Returns the release's ticket: its batch key and place in line.
     fn release_leases(
         &self,
         bucket_id: &str,
         token: Option<String>,
         rules: &[PacingRule],
         lease_ids: Vec<String>,
-    ) {
+    ) -> Option<(String, u64)> {
         if lease_ids.is_empty() {
-            return;
+            return None;
         }
         let key = format!("{bucket_id}\0{}", rules_signature(rules));
-        let start = {
+        let (start, place) = {
             let mut releases = self.inner.releases.borrow_mut();
             let pending = releases
                 .entry(key.clone())
@@ -542,15 +552,40 @@ impl GatewayRateState {
                     rules: rules.to_vec(),
                     lease_ids: Vec::new(),
                     flushing: false,
+                    queued: 0,
+                    settled: 0,
                 });
+            pending.queued += lease_ids.len() as u64;
             pending.lease_ids.extend(lease_ids);
-            !std::mem::replace(&mut pending.flushing, true)
+            (
+                !std::mem::replace(&mut pending.flushing, true),
+                pending.queued,
+            )
         };
         if start {
             let this = self.clone();
+            let key = key.clone();
             self.inner
                 .rt
                 .spawn(Box::pin(async move { this.flush_releases(key).await }));
+        }
+        Some((key, place))
+    }
+
+    /// Settles once the release holding `ticket` has had its gateway call.
+    /// It looks on its own timer: the flush may run in another request.
+    async fn settled(&self, (key, place): (String, u64)) {
+        loop {
+            let done = self
+                .inner
+                .releases
+                .borrow()
+                .get(&key)
+                .is_some_and(|p| p.settled >= place);
+            if done {
+                return;
+            }
+            self.inner.rt.sleep(REFILL_POLL_MS).await;
         }
     }
 
@@ -563,8 +598,10 @@ impl GatewayRateState {
             let request = {
                 let mut releases = self.inner.releases.borrow_mut();
                 let pending = releases.get_mut(&key).expect("flushing a queued release");
+                // The entry stays (one per bucket and rules) so its counters
+                // keep counting for tickets still waiting on them.
                 if pending.lease_ids.is_empty() {
-                    releases.remove(&key);
+                    pending.flushing = false;
                     return;
                 }
                 let take = pending.lease_ids.len().min(limits::MAX_RELEASE_BATCH);
@@ -576,10 +613,13 @@ impl GatewayRateState {
                     scheduler_schema: self.inner.options.scheduler_schema.clone(),
                 }
             };
-            if let Err(e) = self
+            let outcome = self
                 .with_retries(|| self.inner.port.release(request.clone()))
-                .await
-            {
+                .await;
+            if let Some(pending) = self.inner.releases.borrow_mut().get_mut(&key) {
+                pending.settled += request.lease_ids.len() as u64;
+            }
+            if let Err(e) = outcome {
                 *self.inner.release_failure.borrow_mut() = Some(Error {
                     message: format!(
                         "releasing leases of {} failed: {}",

@@ -3,8 +3,11 @@
 
 use std::fmt;
 
-/// What a permit gives back when it ends, if anything.
-pub(crate) type OnRelease = Box<dyn FnOnce()>;
+use super::runtime::LocalBoxFuture;
+
+/// What a permit gives back when it ends: it hands its lease to the batched
+/// release and returns a future that settles once that batch has gone.
+pub(crate) type OnRelease = Box<dyn FnOnce() -> LocalBoxFuture<'static, ()>>;
 
 #[must_use = "a permit holds a provider slot until it is released or dropped"]
 pub struct Permit {
@@ -34,8 +37,17 @@ impl Permit {
     /// Hands the lease back. Idempotent: a second call, or the drop after
     /// it, does nothing.
     pub fn release(&mut self) {
-        if let Some(f) = self.on_release.take() {
-            f();
+        drop(self.release_settled());
+    }
+
+    /// Hands the lease back and returns a future that settles when the
+    /// gateway call carrying it has finished (at once if there is nothing
+    /// to give back). A Worker passes it to `ctx.waitUntil`, so the request
+    /// lives until its lease is back at the gateway.
+    pub fn release_settled(&mut self) -> LocalBoxFuture<'static, ()> {
+        match self.on_release.take() {
+            Some(f) => f(),
+            None => Box::pin(std::future::ready(())),
         }
     }
 }

@@ -7,7 +7,7 @@ use super::budget::BudgetKind;
 use super::pacing::RateScope;
 use super::play::Governor;
 use super::slots::SlotPermit;
-use crate::client::{abortable, AbortSignal, Permit, PermitRequest};
+use crate::client::{abortable, AbortSignal, LocalBoxFuture, Permit, PermitRequest};
 use crate::error::Result;
 
 /// A tool call's provider permit and tool slot. Dropping it (or
@@ -23,8 +23,14 @@ pub struct ToolLease {
 impl ToolLease {
     /// Frees the slot and the permit. Idempotent.
     pub fn release(&mut self) {
+        drop(self.release_settled());
+    }
+
+    /// Frees both at once; the future settles when the permit's lease is
+    /// back at the gateway (see [`Permit::release_settled`]).
+    pub fn release_settled(&mut self) -> LocalBoxFuture<'static, ()> {
         self.slot.release();
-        self.permit.release();
+        self.permit.release_settled()
     }
 
     /// The provider the call goes to; `None` for an unpaced tool.

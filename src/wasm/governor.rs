@@ -211,8 +211,15 @@ pub struct JsToolLease {
 
 #[wasm_bindgen(js_class = ToolLease)]
 impl JsToolLease {
-    pub fn release(&mut self) {
-        self.lease.release();
+    /// Frees the slot at once (idempotent); the promise settles when the
+    /// permit's lease is back at the gateway (`ctx.waitUntil` it).
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn release(&mut self) -> Promise {
+        let settled = self.lease.release_settled();
+        future_to_promise(async move {
+            settled.await;
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     #[wasm_bindgen(getter)]

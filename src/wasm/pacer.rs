@@ -84,9 +84,16 @@ pub struct JsPermit {
 
 #[wasm_bindgen(js_class = Permit)]
 impl JsPermit {
-    /// Idempotent.
-    pub fn release(&mut self) {
-        self.permit.release();
+    /// Hands the lease back (idempotent). The promise settles when the
+    /// gateway has it: in a Worker, pass it to `ctx.waitUntil` so the
+    /// request outlives the batched release.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn release(&mut self) -> js_sys::Promise {
+        let settled = self.permit.release_settled();
+        future_to_promise(async move {
+            settled.await;
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     #[wasm_bindgen(getter, js_name = leaseId)]

@@ -603,6 +603,13 @@ fn retry_after_reads_delay_seconds_and_http_dates_with_a_default_and_a_cap() {
     assert_eq!(after("3"), 3_000);
     assert_eq!(after(" 7 "), 7_000);
     assert_eq!(after("1.5"), 1_500);
+    assert_eq!(after("0.0001"), 1, "a fraction is rounded up, never early");
+    assert_eq!(after("2.250"), 2_250);
+    assert_eq!(
+        after("1.5s"),
+        DEFAULT_RETRY_AFTER_MS,
+        "not a number of seconds"
+    );
     assert_eq!(after("Thu, 01 Jan 2026 00:00:30 GMT"), 30_000);
     assert_eq!(
         after("Wed, 31 Dec 2025 23:59:00 GMT"),

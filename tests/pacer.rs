@@ -379,5 +379,8 @@ fn a_release_settles_once_its_batch_has_reached_the_gateway() {
     rt.run_to_completion();
     let at = settled.borrow_mut().take().expect("settled");
     assert_eq!(port.releases.borrow().len(), 1);
-    assert!(at >= released_at + PacerOptions::default().release_linger_ms, "{at}");
+    assert!(
+        at >= released_at + PacerOptions::default().release_linger_ms,
+        "{at}"
+    );
 }

@@ -23,12 +23,39 @@ pub fn retry_after_ms(header: Option<&str>, now_ms: Millis) -> Millis {
 
 fn parse(value: &str, now_ms: Millis) -> Option<Millis> {
     if value.starts_with(|c: char| c.is_ascii_digit()) {
-        // RFC 9110 allows whole seconds only; fractions are common enough
-        // in the wild to honour (rounded up, so never early).
-        let seconds: f64 = value.parse().ok().filter(|s: &f64| s.is_finite())?;
-        return Some((seconds * 1_000.0).ceil().min(Millis::MAX as f64) as Millis);
+        return seconds_ms(value);
     }
     imf_fixdate_ms(value).map(|at| at.saturating_sub(now_ms))
+}
+
+/// Delay seconds as milliseconds. RFC 9110 allows whole seconds only;
+/// fractions are common enough in the wild to honour, rounded up so the
+/// cooldown is never early. Parsed by hand: a float parser would add ~8 KB
+/// to the wasm for this one header.
+fn seconds_ms(value: &str) -> Option<Millis> {
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    if whole.is_empty()
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let whole: Millis = whole.parse().ok()?;
+    let mut ms: Millis = 0;
+    for (i, digit) in fraction.bytes().enumerate() {
+        let d = Millis::from(digit - b'0');
+        match i {
+            0..=2 => ms += d * [100, 10, 1][i],
+            _ if d > 0 => {
+                ms += 1;
+                break;
+            }
+            _ => {}
+        }
+    }
+    Some(whole.saturating_mul(1_000).saturating_add(ms))
 }
 
 const DAYS: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];

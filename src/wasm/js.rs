@@ -54,8 +54,33 @@ pub(crate) fn now_arg(ms: f64) -> Result<u64, Error> {
     }
 }
 
+/// A value an options object may hold. Read by hand rather than through
+/// serde: a serde reader brings core's float formatter into the wasm for
+/// its error messages.
+pub(crate) trait OptionValue: Sized {
+    fn read(value: &Value) -> Option<Self>;
+}
+
+impl OptionValue for u64 {
+    fn read(value: &Value) -> Option<Self> {
+        value.as_u64()
+    }
+}
+
+impl OptionValue for usize {
+    fn read(value: &Value) -> Option<Self> {
+        value.as_u64().and_then(|n| usize::try_from(n).ok())
+    }
+}
+
+impl OptionValue for String {
+    fn read(value: &Value) -> Option<Self> {
+        value.as_str().map(str::to_owned)
+    }
+}
+
 /// An optional field of an options object (`undefined` options mean none).
-pub(crate) fn options_field<T: serde::de::DeserializeOwned>(
+pub(crate) fn options_field<T: OptionValue>(
     options: &JsValue,
     field: &str,
 ) -> Result<Option<T>, Error> {
@@ -67,8 +92,8 @@ pub(crate) fn options_field<T: serde::de::DeserializeOwned>(
         .map_err(|e| Error::invalid(format!("options are not a JSON object: {e}")))?;
     match value.get(field) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => serde_json::from_value(v.clone())
+        Some(v) => T::read(v)
             .map(Some)
-            .map_err(|_| Error::invalid(format!("options.{field} has the wrong type: {v}"))),
+            .ok_or_else(|| Error::invalid(format!("options.{field} has the wrong type: {v}"))),
     }
 }

@@ -83,8 +83,8 @@ impl World {
             }),
             runtime,
         );
-        config.policy = serde_json::from_str::<PolicyOverrides>(
-            r#"{"budgets":{"maxToolCallCount":1000000000}}"#,
+        config.policy = paceline::protocol::decode::<PolicyOverrides>(
+            br#"{"budgets":{"maxToolCallCount":1000000000}}"#,
         )
         .unwrap();
         let governor = Governor::new(config).unwrap();

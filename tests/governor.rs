@@ -18,7 +18,7 @@ use paceline::governor::{
     ProviderResponse, RateScope, RunScope, Slots, ToolPacing, DEFAULT_RETRY_AFTER_MS,
     MAX_RETRY_AFTER_MS,
 };
-use paceline::protocol::PacingRule;
+use paceline::protocol::{decode, PacingRule};
 use paceline::sim::SimRuntime;
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode};
@@ -59,7 +59,7 @@ fn catalog() -> PacingResolver {
 }
 
 fn overrides(json: &str) -> PolicyOverrides {
-    serde_json::from_str(json).unwrap()
+    decode(json.as_bytes()).unwrap()
 }
 
 struct Rig {
@@ -888,7 +888,7 @@ fn a_resumed_snapshot_continues_the_same_lineage_counters() {
     assert_eq!(json["toolCallCount"], 3);
     assert_eq!(json["ancestryPlayIds"], serde_json::json!(["a", "b"]));
     let mut config = rig.config();
-    config.resume = Some(serde_json::from_value(json).unwrap());
+    config.resume = Some(decode(json.to_string().as_bytes()).unwrap());
     config.policy = overrides(r#"{"budgets":{"maxToolCallCount":4}}"#);
     let resumed = Governor::new(config).unwrap();
     let r = resumed.clone();
@@ -1009,8 +1009,11 @@ fn overrides_change_only_the_fields_they_name() {
 
 #[test]
 fn bad_overrides_are_refused_by_name() {
-    let misspelt = serde_json::from_str::<PolicyOverrides>(r#"{"budgets":{"maxToolCalls":3}}"#);
-    assert!(misspelt.unwrap_err().to_string().contains("maxToolCalls"));
+    let misspelt = decode::<PolicyOverrides>(br#"{"budgets":{"maxToolCalls":3}}"#);
+    assert!(misspelt
+        .unwrap_err()
+        .message
+        .contains("budgets.maxToolCalls is not a known field"));
     let base = || ExecutionPolicy::for_adapter(Adapter::CjsNode20);
     for (json, says) in [
         (
@@ -1038,10 +1041,11 @@ fn bad_overrides_are_refused_by_name() {
 
 #[test]
 fn the_adapter_names_are_the_seeds() {
-    let adapter: Adapter = serde_json::from_str(r#""esm_workers""#).unwrap();
-    assert_eq!(adapter, Adapter::EsmWorkers);
-    let adapter: Adapter = serde_json::from_str(r#""cjs_node20""#).unwrap();
+    assert_eq!(Adapter::from_name("esm_workers"), Some(Adapter::EsmWorkers));
+    let adapter = Adapter::from_name("cjs_node20").unwrap();
     assert_eq!(adapter, Adapter::CjsNode20);
+    assert_eq!(Adapter::from_name("lambda"), None);
+    assert_eq!(serde_json::to_value(adapter).unwrap(), "cjs_node20");
     let json = serde_json::to_value(ExecutionPolicy::for_adapter(adapter)).unwrap();
     assert!(json["budgets"]["maxWaterfallStepExecutions"].is_u64());
     assert!(json["pacing"]["defaultProviderRequestsPerSecond"].is_number());

@@ -4,38 +4,57 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::budget::Counters;
 use crate::error::{Error, ErrorCode, Result};
+use crate::protocol::json::as_object;
+use crate::protocol::{limits, Message};
 
 /// A run's governance state in the seeds' shape, for handing to a child
 /// run or resuming this one elsewhere.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GovernanceSnapshot {
     pub root_run_id: String,
     pub current_run_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub current_play_id: Option<String>,
     /// Play names from the root down to and including this run's play.
-    #[serde(default)]
     pub ancestry_play_ids: Vec<String>,
-    #[serde(default)]
     pub depth: u64,
-    #[serde(default)]
     pub play_call_count: u64,
-    #[serde(default)]
     pub tool_call_count: u64,
-    #[serde(default)]
     pub retry_count: u64,
-    #[serde(default)]
     pub descendant_count: u64,
-    #[serde(default)]
     pub waterfall_step_executions: u64,
     /// Children started so far, by the run id of their parent.
-    #[serde(default)]
     pub parent_child_calls: BTreeMap<String, u64>,
+}
+
+/// Read by hand (see `PolicyOverrides`): every counter may be absent
+/// (0), none may be negative or fractional.
+impl Message for GovernanceSnapshot {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "resume")?;
+        let count = |k: &str| -> Result<u64> { Ok(f.opt_integer(k, 0, u64::MAX)?.unwrap_or(0)) };
+        Ok(GovernanceSnapshot {
+            root_run_id: f.string("rootRunId", limits::MAX_ID_BYTES)?.to_owned(),
+            current_run_id: f.string("currentRunId", limits::MAX_ID_BYTES)?.to_owned(),
+            current_play_id: f
+                .opt_string("currentPlayId", limits::MAX_ID_BYTES)?
+                .map(str::to_owned),
+            ancestry_play_ids: f.opt_strings("ancestryPlayIds", 1_000)?,
+            depth: count("depth")?,
+            play_call_count: count("playCallCount")?,
+            tool_call_count: count("toolCallCount")?,
+            retry_count: count("retryCount")?,
+            descendant_count: count("descendantCount")?,
+            waterfall_step_executions: count("waterfallStepExecutions")?,
+            parent_child_calls: f.opt_counters("parentChildCalls")?,
+        })
+    }
 }
 
 impl GovernanceSnapshot {

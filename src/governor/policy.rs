@@ -1,13 +1,17 @@
 //! How much one play run may do at once and in total, per runtime adapter,
 //! with the host's overrides applied field by field.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::protocol::json::{as_object, Fields};
+use crate::protocol::Message;
 
 use crate::error::{Error, Result};
 use crate::protocol::{limits, PacingRule};
 
 /// The runtime a run executes in. Its limits differ, so its defaults do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Adapter {
     /// A Cloudflare Worker isolate running the ESM play runner.
     #[serde(rename = "esm_workers")]
@@ -243,31 +247,31 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
 /// The host's changes to an adapter's policy, in the seeds' names
 /// (`{budgets: {maxToolCallCount: 3}}`). An unknown name is refused rather
 /// than ignored: a misspelt budget would otherwise silently not apply.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PolicyOverrides {
     pub concurrency: Option<ConcurrencyOverrides>,
     pub pacing: Option<PacingOverrides>,
     pub budgets: Option<BudgetOverrides>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ConcurrencyOverrides {
     pub default_row_concurrency: Option<usize>,
     pub max_row_concurrency: Option<usize>,
     pub max_tool_concurrency: Option<usize>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PacingOverrides {
     pub default_provider_requests_per_second: Option<f64>,
     pub typical_tool_call_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct BudgetOverrides {
     pub max_play_call_count: Option<u64>,
     pub max_tool_call_count: Option<u64>,
@@ -276,4 +280,84 @@ pub struct BudgetOverrides {
     pub max_waterfall_step_executions: Option<u64>,
     pub max_child_play_calls_per_parent: Option<u64>,
     pub max_depth: Option<u64>,
+}
+
+/// Read by hand with the protocol's field reader rather than derived: a
+/// derived serde reader brings core's float formatter (for its error
+/// messages) into the wasm, some 14 KB gzipped with the snapshot's.
+impl Message for PolicyOverrides {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "policy")?;
+        f.refuse_unknown(&["concurrency", "pacing", "budgets"])?;
+        let int = |o: &Fields<'_>, k: &str| o.opt_integer(k, 0, u64::MAX);
+        let size = |o: &Fields<'_>, k: &str| -> Result<Option<usize>> {
+            Ok(int(o, k)?.map(|n| usize::try_from(n).unwrap_or(usize::MAX)))
+        };
+        let concurrency = match f.opt_object("concurrency")? {
+            None => None,
+            Some(c) => {
+                c.refuse_unknown(&[
+                    "defaultRowConcurrency",
+                    "maxRowConcurrency",
+                    "maxToolConcurrency",
+                ])?;
+                Some(ConcurrencyOverrides {
+                    default_row_concurrency: size(&c, "defaultRowConcurrency")?,
+                    max_row_concurrency: size(&c, "maxRowConcurrency")?,
+                    max_tool_concurrency: size(&c, "maxToolConcurrency")?,
+                })
+            }
+        };
+        let pacing = match f.opt_object("pacing")? {
+            None => None,
+            Some(p) => {
+                p.refuse_unknown(&["defaultProviderRequestsPerSecond", "typicalToolCallMs"])?;
+                Some(PacingOverrides {
+                    default_provider_requests_per_second: p
+                        .opt_number("defaultProviderRequestsPerSecond")?,
+                    typical_tool_call_ms: int(&p, "typicalToolCallMs")?,
+                })
+            }
+        };
+        let budgets = match f.opt_object("budgets")? {
+            None => None,
+            Some(b) => {
+                let names = [
+                    "maxPlayCallCount",
+                    "maxToolCallCount",
+                    "maxRetryCount",
+                    "maxDescendants",
+                    "maxWaterfallStepExecutions",
+                    "maxChildPlayCallsPerParent",
+                    "maxDepth",
+                ];
+                b.refuse_unknown(&names)?;
+                Some(BudgetOverrides {
+                    max_play_call_count: int(&b, names[0])?,
+                    max_tool_call_count: int(&b, names[1])?,
+                    max_retry_count: int(&b, names[2])?,
+                    max_descendants: int(&b, names[3])?,
+                    max_waterfall_step_executions: int(&b, names[4])?,
+                    max_child_play_calls_per_parent: int(&b, names[5])?,
+                    max_depth: int(&b, names[6])?,
+                })
+            }
+        };
+        Ok(PolicyOverrides {
+            concurrency,
+            pacing,
+            budgets,
+        })
+    }
+}
+
+impl Adapter {
+    /// The adapter of a seeds' name: `esm_workers` or `cjs_node20`.
+    pub fn from_name(name: &str) -> Option<Adapter> {
+        match name {
+            "esm_workers" => Some(Adapter::EsmWorkers),
+            "cjs_node20" => Some(Adapter::CjsNode20),
+            _ => None,
+        }
+    }
 }

@@ -213,6 +213,65 @@ impl<'a> Fields<'a> {
         Ok(items)
     }
 
+    /// A finite number, any sign (the caller checks its range).
+    pub fn opt_number(&self, field: &str) -> Result<Option<f64>> {
+        self.present(field)
+            .map(|value| match value.as_f64() {
+                Some(f) if f.is_finite() => Ok(f),
+                _ => Err(self.wrong(field, "a finite number", value)),
+            })
+            .transpose()
+    }
+
+    /// The object under `field`, if present.
+    pub fn opt_object(&self, field: &str) -> Result<Option<Fields<'a>>> {
+        self.present(field)
+            .map(|value| as_object(value, &self.name(field)))
+            .transpose()
+    }
+
+    /// Refuses any field not in `known`: for options where a misspelt name
+    /// would otherwise silently not apply.
+    pub fn refuse_unknown(&self, known: &[&str]) -> Result<()> {
+        match self.map.keys().find(|k| !known.contains(&k.as_str())) {
+            Some(unknown) => Err(Error::invalid(format!(
+                "{} is not a known field; known here: {}",
+                self.name(unknown),
+                known.join(", ")
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// An object of counters: every value an integer >= 0.
+    pub fn opt_counters(&self, field: &str) -> Result<std::collections::BTreeMap<String, u64>> {
+        let Some(object) = self.opt_object(field)? else {
+            return Ok(Default::default());
+        };
+        object
+            .map
+            .keys()
+            .map(|k| Ok((k.clone(), object.integer(k, 0, u64::MAX)?)))
+            .collect()
+    }
+
+    /// A list of non-empty strings.
+    pub fn opt_strings(&self, field: &str, max_len: usize) -> Result<Vec<String>> {
+        let items = self.opt_array(field, max_len)?.unwrap_or_default();
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| match v.as_str() {
+                Some(s) if !s.is_empty() => Ok(s.to_owned()),
+                _ => Err(Error::invalid(format!(
+                    "{} must be a non-empty string, got {}",
+                    self.item_path(field, i),
+                    quote(v)
+                ))),
+            })
+            .collect()
+    }
+
     pub fn item_path(&self, field: &str, index: usize) -> String {
         format!("{}[{index}]", self.name(field))
     }

@@ -7,7 +7,7 @@
 
 mod budget;
 mod error_body;
-mod json;
+pub(crate) mod json;
 mod rate;
 mod rule;
 

@@ -101,33 +101,20 @@ fn state_handle(obj: &JsValue, what: &str) -> Result<u32> {
         })
 }
 
-fn json_field<T: serde::de::DeserializeOwned>(options: &JsValue, name: &str) -> Result<Option<T>> {
-    present(field(options, name))
-        .map(|v| {
-            let text = js_sys::JSON::stringify(&v)
-                .ok()
-                .and_then(|s| s.as_string())
-                .unwrap_or_default();
-            // Through a `Value`: the crate already parses every message that
-            // way, so the derived readers add no second JSON parser.
-            let value: serde_json::Value =
-                serde_json::from_str(&text).map_err(|e| Error::invalid(format!("{name}: {e}")))?;
-            T::deserialize(value).map_err(|e| Error::invalid(format!("{name}: {e}")))
-        })
-        .transpose()
-}
-
 fn config_from(options: &JsValue) -> Result<GovernorConfig> {
-    let adapter: Adapter = json_field(options, "adapter")?
+    let adapter = field(options, "adapter")
+        .as_string()
+        .and_then(|name| Adapter::from_name(&name))
         .ok_or_else(|| Error::invalid("adapter is required: \"esm_workers\" or \"cjs_node20\""))?;
-    #[derive(serde::Deserialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Scope {
-        org_id: String,
-        root_run_id: String,
-    }
-    let scope: Scope = json_field(options, "scope")?
-        .ok_or_else(|| Error::invalid("scope is required: {orgId, rootRunId}"))?;
+    let scope = field(options, "scope");
+    let (Some(org_id), Some(root_run_id)) = (
+        field(&scope, "orgId").as_string(),
+        field(&scope, "rootRunId").as_string(),
+    ) else {
+        return Err(Error::invalid(
+            "scope is required: {orgId, rootRunId} (strings)",
+        ));
+    };
     let rate = present(field(options, "rateState"))
         .ok_or_else(|| Error::invalid("rateState is required"))?;
     let rate_state = rate_state(state_handle(&rate, "rateState")?)
@@ -139,8 +126,8 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
     let mut config = GovernorConfig::new(
         adapter,
         RunScope {
-            org_id: scope.org_id,
-            root_run_id: scope.root_run_id,
+            org_id,
+            root_run_id,
         },
         rate_state,
         Box::new(
@@ -182,8 +169,13 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
             })
         }));
     }
-    config.resume = json_field::<GovernanceSnapshot>(options, "resume")?;
-    config.policy = json_field::<PolicyOverrides>(options, "policy")?.unwrap_or_default();
+    config.resume = present(field(options, "resume"))
+        .map(|v| from_js::<GovernanceSnapshot>(&v))
+        .transpose()?;
+    config.policy = present(field(options, "policy"))
+        .map(|v| from_js::<PolicyOverrides>(&v))
+        .transpose()?
+        .unwrap_or_default();
     Ok(config)
 }
 

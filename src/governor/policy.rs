@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::protocol::json::{as_object, Fields};
+use crate::protocol::json::{as_object, number_text, Fields};
 use crate::protocol::Message;
 
 use crate::error::{Error, Result};
@@ -184,7 +184,10 @@ impl ExecutionPolicy {
         let rps = self.pacing.default_provider_requests_per_second;
         if !(MIN_DEFAULT_RPS..=MAX_DEFAULT_RPS).contains(&rps) {
             return Err(Error::invalid(format!(
-                "policy.pacing.defaultProviderRequestsPerSecond must be from {MIN_DEFAULT_RPS} to {MAX_DEFAULT_RPS}, got {rps}"
+                "policy.pacing.defaultProviderRequestsPerSecond must be from {} to {}, got {}",
+                number_text(MIN_DEFAULT_RPS),
+                number_text(MAX_DEFAULT_RPS),
+                number_text(rps)
             )));
         }
         if self.pacing.typical_tool_call_ms == 0 {

@@ -3,9 +3,8 @@
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
 
-use super::js::{from_js, random_seed, to_js};
+use super::js::{from_js, promise, random_seed, to_js};
 use super::port::JsPort;
 use super::registry::keep_budget_state;
 use super::runtime::JsRuntime;
@@ -20,7 +19,7 @@ export interface ChargeResult { counters: Record<string, number> }
 "#;
 
 fn charge_promise(state: Rc<dyn BudgetState>, input: JsValue) -> js_sys::Promise {
-    future_to_promise(async move {
+    promise(async move {
         // The client makes its own reservation ids; a caller's is ignored.
         let with_id = js_sys::Object::assign(&js_sys::Object::new(), &input.unchecked_into());
         js_sys::Reflect::set(&with_id, &"reservationId".into(), &"client".into())?;

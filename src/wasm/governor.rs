@@ -6,10 +6,10 @@ use std::rc::Rc;
 
 use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::{future_to_promise, JsFuture};
+use wasm_bindgen_futures::JsFuture;
 
 use super::error::foreign;
-use super::js::{from_js, to_js};
+use super::js::{from_js, promise, to_js};
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use crate::client::{LocalBoxFuture, Runtime};
@@ -208,7 +208,7 @@ impl JsToolLease {
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn release(&mut self) -> Promise {
         let settled = self.lease.release_settled();
-        future_to_promise(async move {
+        promise(async move {
             settled.await;
             Ok(JsValue::UNDEFINED)
         })
@@ -264,7 +264,7 @@ impl JsGovernor {
     ) -> Promise {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let g = self.inner.clone();
-        future_to_promise(async move {
+        promise(async move {
             let abort = AbortBridge::new(signal_of(&options));
             let lease = g.acquire_tool_slot(&tool_id, abort.signal()).await?;
             Ok(JsToolLease { lease }.into())
@@ -280,7 +280,7 @@ impl JsGovernor {
     ) -> Promise {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let g = self.inner.clone();
-        future_to_promise(async move {
+        promise(async move {
             let abort = AbortBridge::new(signal_of(&options));
             let slot = g.acquire_row_slot(abort.signal()).await?;
             Ok(JsWorkLease { slot }.into())
@@ -294,7 +294,7 @@ impl JsGovernor {
         amount: Option<f64>,
     ) -> Promise {
         let g = self.inner.clone();
-        future_to_promise(async move {
+        promise(async move {
             let amount = amount.unwrap_or(1.0);
             if !(amount.is_finite() && amount >= 1.0 && amount.fract() == 0.0) {
                 return Err(Error::invalid("amount must be a positive integer").into());
@@ -311,7 +311,7 @@ impl JsGovernor {
         input: JsValue,
     ) -> Promise {
         let g = self.inner.clone();
-        future_to_promise(async move {
+        promise(async move {
             let name = field(&input, "childPlayName").as_string();
             let run = field(&input, "childRunId").as_string();
             let (Some(name), Some(run)) = (name, run) else {
@@ -335,7 +335,7 @@ impl JsGovernor {
         input: JsValue,
     ) -> Promise {
         let g = self.inner.clone();
-        future_to_promise(async move {
+        promise(async move {
             let provider = field(&input, "provider")
                 .as_string()
                 .ok_or_else(|| Error::invalid("provider is required"))?;
@@ -378,7 +378,7 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = suggestedParallelism, unchecked_return_type = "Promise<number>")]
     pub fn suggested_parallelism(&self, tool_id: String, fallback: u32) -> Promise {
         let g = self.inner.clone();
-        future_to_promise(async move {
+        promise(async move {
             let n = g.suggested_parallelism(&tool_id, fallback as usize).await?;
             Ok(JsValue::from_f64(n as f64))
         })
@@ -409,7 +409,7 @@ impl JsGovernor {
     ) -> Promise {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let g = self.inner.clone();
-        future_to_promise(async move {
+        promise(async move {
             let abort = AbortBridge::new(signal_of(&options));
             let defaults = CallOptions::default();
             let max_attempts = field(&options, "maxAttempts")

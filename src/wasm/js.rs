@@ -16,6 +16,17 @@ extern "C" {
     fn get_random_values(buf: &mut [u8]);
 }
 
+/// Runs `work` as a JS promise. Every async method goes through this one
+/// instance of `future_to_promise` (over a boxed future): one per method
+/// would copy its task machinery a dozen times into the wasm.
+pub(crate) fn promise(
+    work: impl std::future::Future<Output = Result<JsValue, JsValue>> + 'static,
+) -> js_sys::Promise {
+    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>> =
+        Box::pin(work);
+    wasm_bindgen_futures::future_to_promise(boxed)
+}
+
 /// Eight bytes from `crypto.getRandomValues`.
 pub(crate) fn random_seed() -> u64 {
     let mut buf = [0u8; 8];

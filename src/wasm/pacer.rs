@@ -4,9 +4,8 @@
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::future_to_promise;
 
-use super::js::{from_js, options_field, random_seed};
+use super::js::{from_js, options_field, promise, random_seed};
 use super::port::JsPort;
 use super::registry::keep_rate_state;
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
@@ -90,7 +89,7 @@ impl JsPermit {
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn release(&mut self) -> js_sys::Promise {
         let settled = self.permit.release_settled();
-        future_to_promise(async move {
+        promise(async move {
             settled.await;
             Ok(JsValue::UNDEFINED)
         })
@@ -210,7 +209,7 @@ impl JsLocalRateState {
 }
 
 fn acquire_promise(pacer: GatewayRateState, input: JsValue) -> js_sys::Promise {
-    future_to_promise(async move {
+    promise(async move {
         let (target, signal) = acquire_input(&input)?;
         let abort = AbortBridge::new(signal);
         let permit = pacer
@@ -226,7 +225,7 @@ fn acquire_promise(pacer: GatewayRateState, input: JsValue) -> js_sys::Promise {
 }
 
 fn penalize_promise(pacer: GatewayRateState, input: JsValue) -> js_sys::Promise {
-    future_to_promise(async move {
+    promise(async move {
         let p: PenalizeRequest = from_js(&input)?;
         pacer
             .penalize(&p.bucket_id, p.rate_scope_token.as_deref(), p.cooldown_ms)

@@ -80,7 +80,10 @@ impl AdaptiveRate {
         } else {
             PROBE_SCALE * self.cap
         };
-        (self.w_max + c * s * s * s).clamp(self.floor(), self.cap)
+        // max/min, not `f64::clamp`: clamp's panic message formats floats,
+        // which alone keeps core's float formatter (~6 KB gzipped) in the
+        // wasm. The floor is below the cap by construction.
+        (self.w_max + c * s * s * s).max(self.floor()).min(self.cap)
     }
 
     /// Whether the rate is below its ceiling (a bucket that is must be kept

@@ -135,7 +135,6 @@ struct Inner {
     /// A batched release failed in the background; the next acquire
     /// surfaces it.
     release_failure: RefCell<Option<Error>>,
-    round_trips: std::cell::Cell<u64>,
     /// Whether the gateway behind the port is the shared authority (and so
     /// the only place the rate adapts), or this isolate's own.
     authoritative: bool,
@@ -176,7 +175,6 @@ impl GatewayRateState {
                 buckets: RefCell::new(HashMap::new()),
                 releases: RefCell::new(HashMap::new()),
                 release_failure: RefCell::new(None),
-                round_trips: std::cell::Cell::new(0),
                 authoritative,
             }),
         }
@@ -185,12 +183,6 @@ impl GatewayRateState {
     /// True for a shared gateway: backpressure and successes go only there.
     pub fn is_gateway_authoritative(&self) -> bool {
         self.inner.authoritative
-    }
-
-    /// Gateway calls made so far (acquire, release, penalize), for the
-    /// simulation's round-trips-per-permit figure.
-    pub fn round_trips(&self) -> u64 {
-        self.inner.round_trips.get()
     }
 
     /// Waits for a permit of `req.bucket_id` and until its dispatch time.
@@ -362,7 +354,6 @@ impl GatewayRateState {
     {
         let mut delays = STORE_RETRY_DELAYS_MS.iter();
         loop {
-            self.inner.round_trips.set(self.inner.round_trips.get() + 1);
             match call().await {
                 Err(e) if e.code == ErrorCode::GatewayUnavailable => match delays.next() {
                     Some(&delay) => self.inner.rt.sleep(delay).await,
@@ -657,7 +648,6 @@ impl GatewayRateState {
             cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
         };
-        self.inner.round_trips.set(self.inner.round_trips.get() + 1);
         let response = self.inner.port.penalize(request).await.map_err(|e| Error {
             message: format!("penalize failed for {bucket_id}: {}", e.message),
             ..e

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use super::js::{from_js, now_arg, options_field, random_seed, to_js};
+use super::js::{from_js, now_arg, random_seed, to_js, Options};
 use crate::error::Error;
 use crate::gateway::{self, GatewayConfig};
 use crate::protocol::{AcquireRequest, ChargeRequest, PenalizeRequest, ReleaseRequest};
@@ -49,13 +49,17 @@ pub struct JsGatewayCore {
 }
 
 fn config_from(options: &JsValue) -> Result<GatewayConfig, Error> {
+    let options = Options::read(options)?;
     let defaults = GatewayConfig::default();
     Ok(GatewayConfig {
-        secret: options_field::<String>(options, "secret")?.map(String::into_bytes),
-        horizon_ms: options_field(options, "horizonMs")?.unwrap_or(defaults.horizon_ms),
-        lease_ttl_ms: options_field(options, "leaseTtlMs")?.unwrap_or(defaults.lease_ttl_ms),
-        max_buckets: options_field(options, "maxBuckets")?.unwrap_or(defaults.max_buckets),
-        window_guard_ms: options_field(options, "windowGuardMs")?
+        secret: options.field::<String>("secret")?.map(String::into_bytes),
+        horizon_ms: options.field("horizonMs")?.unwrap_or(defaults.horizon_ms),
+        lease_ttl_ms: options
+            .field("leaseTtlMs")?
+            .unwrap_or(defaults.lease_ttl_ms),
+        max_buckets: options.field("maxBuckets")?.unwrap_or(defaults.max_buckets),
+        window_guard_ms: options
+            .field("windowGuardMs")?
             .unwrap_or(defaults.window_guard_ms),
     })
 }

@@ -90,21 +90,28 @@ impl OptionValue for String {
     }
 }
 
-/// An optional field of an options object (`undefined` options mean none).
-pub(crate) fn options_field<T: OptionValue>(
-    options: &JsValue,
-    field: &str,
-) -> Result<Option<T>, Error> {
-    if options.is_undefined() || options.is_null() {
-        return Ok(None);
+/// An options object, crossed into JSON once (`undefined` or `null`
+/// options hold no fields).
+pub(crate) struct Options(Option<Value>);
+
+impl Options {
+    pub fn read(options: &JsValue) -> Result<Self, Error> {
+        if options.is_undefined() || options.is_null() {
+            return Ok(Options(None));
+        }
+        let text = json_text(options)?;
+        serde_json::from_str(&text)
+            .map(|value| Options(Some(value)))
+            .map_err(|e| Error::invalid(format!("options are not a JSON object: {e}")))
     }
-    let text = json_text(options)?;
-    let value: Value = serde_json::from_str(&text)
-        .map_err(|e| Error::invalid(format!("options are not a JSON object: {e}")))?;
-    match value.get(field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => T::read(v)
-            .map(Some)
-            .ok_or_else(|| Error::invalid(format!("options.{field} has the wrong type: {v}"))),
+
+    /// An optional field; present with the wrong type is an error.
+    pub fn field<T: OptionValue>(&self, field: &str) -> Result<Option<T>, Error> {
+        match self.0.as_ref().and_then(|o| o.get(field)) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => T::read(v)
+                .map(Some)
+                .ok_or_else(|| Error::invalid(format!("options.{field} has the wrong type: {v}"))),
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use super::js::{from_js, options_field, promise, random_seed};
+use super::js::{from_js, promise, random_seed, Options};
 use super::port::JsPort;
 use super::registry::keep_rate_state;
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
@@ -52,14 +52,18 @@ export interface GatewayPortLike {
 "#;
 
 pub(crate) fn pacer_options(options: &JsValue) -> Result<PacerOptions> {
+    let options = Options::read(options)?;
     let d = PacerOptions::default();
     Ok(PacerOptions {
-        block_horizon_ms: options_field(options, "blockHorizonMs")?.unwrap_or(d.block_horizon_ms),
-        block_ttl_ms: options_field(options, "blockTtlMs")?.unwrap_or(d.block_ttl_ms),
-        max_wait_ms: options_field(options, "maxWaitMs")?.unwrap_or(d.max_wait_ms),
-        release_linger_ms: options_field(options, "releaseLingerMs")?
+        block_horizon_ms: options
+            .field("blockHorizonMs")?
+            .unwrap_or(d.block_horizon_ms),
+        block_ttl_ms: options.field("blockTtlMs")?.unwrap_or(d.block_ttl_ms),
+        max_wait_ms: options.field("maxWaitMs")?.unwrap_or(d.max_wait_ms),
+        release_linger_ms: options
+            .field("releaseLingerMs")?
             .unwrap_or(d.release_linger_ms),
-        scheduler_schema: options_field(options, "schedulerSchema")?.or(d.scheduler_schema),
+        scheduler_schema: options.field("schedulerSchema")?.or(d.scheduler_schema),
     })
 }
 

@@ -353,7 +353,6 @@ fn the_local_rate_state_paces_with_its_own_scheduler() {
     let rt = SimRuntime::new(T0);
     let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
     let local = GatewayRateState::local(runtime, PacerOptions::default(), 1);
-    assert!(!local.is_gateway_authoritative());
     let poll = REFILL_POLL_MS;
     assert_eq!(
         times_of(&rt, &local, rate(10), 3),

@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
 use super::port::GatewayPort;
+use super::retry::with_retries;
 use super::runtime::{Event, LocalBoxFuture, Runtime};
-use super::STORE_RETRY_DELAYS_MS;
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{BudgetCharge, ChargeRequest, ChargeResponse};
 
@@ -221,16 +221,7 @@ impl GatewayBudgetState {
             reservation_id: self.reservation_id(),
             charges: charges.to_vec(),
         };
-        let mut delays = STORE_RETRY_DELAYS_MS.iter();
-        loop {
-            match self.port.charge(request.clone()).await {
-                Err(e) if e.code == ErrorCode::GatewayUnavailable => match delays.next() {
-                    Some(&ms) => self.rt.sleep(ms).await,
-                    None => return Err(e),
-                },
-                other => return other,
-            }
-        }
+        with_retries(&*self.rt, || self.port.charge(request.clone())).await
     }
 }
 

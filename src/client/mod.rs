@@ -5,13 +5,15 @@ mod budget;
 mod pacer;
 mod permit;
 mod port;
+mod retry;
 mod runtime;
 
 pub use budget::{reservation_block, BudgetState, GatewayBudgetState, LocalBudgetState};
 pub use pacer::{
-    GatewayRateState, PacerOptions, PermitRequest, REFILL_POLL_MS, REFILL_TIMEOUT_MS,
-    STORE_RETRY_DELAYS_MS,
+    GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, LOCAL_WINDOW_GUARD_MS,
+    REFILL_POLL_MS, REFILL_TIMEOUT_MS,
 };
 pub use permit::Permit;
 pub use port::{GatewayPort, InProcessGateway};
+pub use retry::STORE_RETRY_DELAYS_MS;
 pub use runtime::{abortable, aborted, AbortSignal, LocalBoxFuture, Runtime};

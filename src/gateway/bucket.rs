@@ -6,6 +6,7 @@ use std::collections::VecDeque;
 
 use super::adaptive::AdaptiveRate;
 use super::leases::{format_lease_id, LeaseIds, LeaseTable};
+use super::returns::ReturnPool;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
 use crate::protocol::{AcquireResponse, PacingRule};
@@ -60,6 +61,8 @@ pub(crate) struct Bucket {
     pub maturing: VecDeque<(Micros, u64)>,
     /// Successes clients reported (`observedSuccesses`), for the bucket view.
     pub reported_successes: u64,
+    /// Granted times clients gave back, for the next acquirer.
+    pub returns: ReturnPool,
 }
 
 /// What an acquire produced, before it becomes a wire response.
@@ -86,6 +89,7 @@ impl Bucket {
             slot_turns_tat: floor,
             maturing: VecDeque::new(),
             reported_successes: 0,
+            returns: ReturnPool::default(),
         }
     }
 
@@ -173,6 +177,7 @@ impl Bucket {
         }
         self.rules = rules.to_vec();
         self.signature = signature;
+        self.returns.clear();
     }
 
     /// Drops retiring timelines that can no longer bind a grant (every grant
@@ -192,12 +197,15 @@ impl Bucket {
             .unwrap_or(now)
     }
 
-    /// Places up to `requested` permits no later than `horizon`, one lease
-    /// each when the rules bound concurrency.
+    /// Places up to `requested` permits no earlier than `earliest` and no
+    /// later than `horizon`, one lease each when the rules bound
+    /// concurrency. Returned times go first; the timelines extend only for
+    /// the rest.
     pub fn grant(
         &mut self,
         requested: u64,
         now: Micros,
+        earliest: Micros,
         horizon: Micros,
         lease_ttl: Micros,
         ids: &mut LeaseIds,
@@ -215,36 +223,46 @@ impl Bucket {
         };
         let mut times = Vec::with_capacity(wanted.min(1_024) as usize);
         let mut lease_ids = max_concurrency.map(|_| Vec::with_capacity(times.capacity()));
+        let returned_from = ceil_ms(earliest.max(self.cooldown_until));
         while (times.len() as u64) < wanted {
-            let at = self.next_free(now);
-            if at > horizon {
-                break;
-            }
-            for t in &mut self.timelines {
-                t.take(at);
-            }
-            self.adaptive_tat = at.saturating_add(adaptive_interval);
-            self.last_at = Some(at);
-            times.push(ceil_ms(at));
-            match self.maturing.back_mut() {
-                Some((last, n)) if *last == at => *n += 1,
-                _ => self.maturing.push_back((at, 1)),
-            }
+            let at_ms = match self.returns.take(returned_from, horizon / 1_000) {
+                Some(at_ms) => at_ms,
+                None => {
+                    let at = self.next_free(earliest);
+                    if at > horizon {
+                        break;
+                    }
+                    for t in &mut self.timelines {
+                        t.take(at);
+                    }
+                    self.adaptive_tat = at.saturating_add(adaptive_interval);
+                    self.last_at = Some(at);
+                    match self.maturing.back_mut() {
+                        Some((last, n)) if *last == at => *n += 1,
+                        _ => self.maturing.push_back((at, 1)),
+                    }
+                    self.returns.granted(ceil_ms(at));
+                    ceil_ms(at)
+                }
+            };
+            times.push(at_ms);
             if let Some(ids_out) = &mut lease_ids {
                 let id = ids.next_id();
-                self.leases.insert(id, at.saturating_add(lease_ttl));
+                self.leases
+                    .insert(id, micros(at_ms).saturating_add(lease_ttl));
                 ids_out.push(format_lease_id(id));
             }
         }
+        // A caller that got all it asked for books nothing: turns are for
+        // contention, and a turn booked for a caller that never comes back
+        // would hold back every caller booked after it.
         let wait_ms = if wanted == 0 {
             self.book_slot_turn(requested, now, lease_ttl)
+        } else if (times.len() as u64) < wanted {
+            self.book_turn(wanted, now, horizon, adaptive_interval)
+                .max(u64::from(times.is_empty()))
         } else {
-            let wait = self.book_turn(wanted, now, horizon, adaptive_interval);
-            if times.is_empty() {
-                wait.max(1)
-            } else {
-                wait
-            }
+            0
         };
         Grant {
             times,
@@ -342,8 +360,10 @@ impl Bucket {
         if !fresh {
             return;
         }
-        // Permits dispatched into the overload are no evidence of success.
+        // Permits dispatched into the overload are no evidence of success,
+        // and returned times spaced for the old rate are too dense now.
         self.maturing.clear();
+        self.returns.clear();
         match &mut self.adaptive {
             Some(a) => a.cut(),
             None => self.pending_cut = true,
@@ -365,7 +385,7 @@ impl Bucket {
             && !self.adaptive.as_ref().is_some_and(AdaptiveRate::is_reduced)
     }
 
-    pub fn response(&self, grant: Grant, now: Micros) -> AcquireResponse {
+    pub fn response(&self, grant: Grant, now: Micros, tolerance_ms: u64) -> AcquireResponse {
         AcquireResponse {
             granted: grant.times.len() as u64,
             wait_ms: grant.wait_ms,
@@ -374,6 +394,7 @@ impl Bucket {
             effective_requests_per_second: self.effective_rps(),
             cooldown_until_ms: self.cooldown_until_ms(now),
             server_now_ms: Some(ceil_ms(now)),
+            dispatch_tolerance_ms: Some(tolerance_ms),
         }
     }
 }

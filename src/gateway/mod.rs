@@ -8,6 +8,7 @@ mod bucket;
 mod http;
 mod leases;
 mod ledger;
+mod returns;
 mod scope;
 mod snapshot;
 mod timeline;
@@ -43,7 +44,9 @@ pub struct GatewayConfig {
     /// forgetting cannot loosen a limit).
     pub max_buckets: usize,
     /// Every rule window is scheduled as if this much longer, to absorb
-    /// jitter between a permit's time and its arrival at the provider.
+    /// jitter between a permit's time and its arrival at the provider. It
+    /// is also the dispatch tolerance the gateway announces: a permit sent
+    /// later than this after its time could crowd a window.
     pub window_guard_ms: u64,
 }
 
@@ -108,6 +111,8 @@ pub struct BucketView {
     /// Successes clients reported. The rate law counts matured permits
     /// instead (see the gateway's adaptive module), so this is for people.
     pub reported_successes: u64,
+    /// Times clients gave back that wait for the next acquirer.
+    pub returned_permits: u64,
     pub server_now_ms: u64,
 }
 
@@ -180,22 +185,43 @@ impl GatewayCore {
         }
         let now = micros(now_ms);
         let horizon = now + micros(self.config.horizon_ms);
+        // A lead of more than half the horizon would leave a client little
+        // to be granted; it still gets what it asked for the trip back.
+        let lead = req
+            .dispatch_lead_ms
+            .unwrap_or(0)
+            .min(self.config.horizon_ms / 2);
         let lease_ttl = micros(self.config.lease_ttl_ms);
         self.ensure_bucket(&req.bucket_id, now);
         let bucket = self.buckets.get_mut(&req.bucket_id).expect("ensured");
         bucket.apply_rules(&req.rules, signature, self.config.window_guard_ms);
         bucket.retire(now);
         bucket.mature(now);
+        bucket.returns.prune(now_ms);
+        bucket.returns.give_back(&req.returned_at_ms, now_ms);
         bucket.reported_successes = bucket
             .reported_successes
             .saturating_add(req.observed_successes);
-        let grant = bucket.grant(req.requested, now, horizon, lease_ttl, &mut self.ids);
-        Ok(bucket.response(grant, now))
+        let grant = bucket.grant(
+            req.requested,
+            now,
+            now + micros(lead),
+            horizon,
+            lease_ttl,
+            &mut self.ids,
+        );
+        Ok(bucket.response(grant, now, self.config.window_guard_ms))
     }
 
     pub fn release(&mut self, req: &ReleaseRequest, now_ms: u64) -> Result<ReleaseResponse> {
         self.authorize(&req.bucket_id, req.rate_scope_token.as_deref(), now_ms)?;
+        let signature = rules_signature(&req.rules);
         let released = self.buckets.get_mut(&req.bucket_id).map_or(0, |b| {
+            // Times come back only under the rules that spaced them.
+            if !req.returned_at_ms.is_empty() && b.signature == signature {
+                b.returns.prune(now_ms);
+                b.returns.give_back(&req.returned_at_ms, now_ms);
+            }
             b.leases.release(
                 &req.lease_ids,
                 micros(now_ms),
@@ -245,6 +271,7 @@ impl GatewayCore {
             live_leases: b.leases.live(now) as u64,
             max_concurrency: b.max_concurrency(),
             reported_successes: b.reported_successes,
+            returned_permits: b.returns.pooled() as u64,
             server_now_ms: now_ms,
         }))
     }

@@ -200,6 +200,7 @@ fn read_bucket(r: &mut Reader, guard_ms: u64) -> Result<Bucket> {
         },
         reported_successes: r.uint()?,
         slot_turns_tat: r.uint()?,
+        returns: Default::default(),
     };
     bucket.leases.hold_us = r.opt_uint()?;
     Ok(bucket)

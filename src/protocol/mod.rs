@@ -42,6 +42,8 @@ pub mod limits {
     pub const MAX_OBSERVED_SUCCESSES: u64 = 1_000_000;
     pub const MAX_CHARGES: usize = 16;
     pub const MAX_BUDGET: u64 = 1_000_000_000;
+    pub const MAX_DISPATCH_LEAD_MS: u64 = 10_000;
+    pub const MAX_DISPATCH_TOLERANCE_MS: u64 = 60_000;
 }
 
 /// A message of the protocol: it decodes from JSON with validation and

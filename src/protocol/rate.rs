@@ -24,6 +24,16 @@ pub struct AcquireRequest {
     pub observed_successes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
+    /// Asks that no granted time be earlier than this far past the
+    /// gateway's now: the answer's trip back to the client, so the first
+    /// permit is still good when it arrives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_lead_ms: Option<u64>,
+    /// Times this client was granted earlier and will not use: the gateway
+    /// hands them to the next acquirer before extending the timeline. An
+    /// older gateway ignores them (the times are then simply not used).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub returned_at_ms: Vec<u64>,
 }
 
 impl Message for AcquireRequest {
@@ -38,6 +48,8 @@ impl Message for AcquireRequest {
                 .opt_integer("observedSuccesses", 0, limits::MAX_OBSERVED_SUCCESSES)?
                 .unwrap_or(0),
             scheduler_schema: schema(&f)?,
+            dispatch_lead_ms: f.opt_integer("dispatchLeadMs", 0, limits::MAX_DISPATCH_LEAD_MS)?,
+            returned_at_ms: returned_times(&f)?,
         })
     }
 }
@@ -113,6 +125,11 @@ pub struct AcquireResponse {
     /// skew before sleeping until a scheduled time.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub server_now_ms: Option<u64>,
+    /// How late after its scheduled time a permit may still be dispatched:
+    /// the slack the gateway accounted for in every window. Past it a
+    /// permit is dead. An older gateway sends none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_tolerance_ms: Option<u64>,
 }
 
 impl Message for AcquireResponse {
@@ -152,6 +169,11 @@ impl Message for AcquireResponse {
                 .opt_positive_number("effectiveRequestsPerSecond", f64::MAX)?,
             cooldown_until_ms: f.opt_millis("cooldownUntilMs")?,
             server_now_ms: f.opt_millis("serverNowMs")?,
+            dispatch_tolerance_ms: f.opt_integer(
+                "dispatchToleranceMs",
+                0,
+                limits::MAX_DISPATCH_TOLERANCE_MS,
+            )?,
         })
     }
 }
@@ -167,6 +189,10 @@ pub struct ReleaseRequest {
     pub lease_ids: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
+    /// Unused granted times going back alone, when no acquire would carry
+    /// them in time (see [`AcquireRequest::returned_at_ms`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub returned_at_ms: Vec<u64>,
 }
 
 impl Message for ReleaseRequest {
@@ -179,6 +205,7 @@ impl Message for ReleaseRequest {
             rules: rules_from(&f, "rules")?,
             lease_ids: lease_id_list(&f, "leaseIds", lease_ids)?,
             scheduler_schema: schema(&f)?,
+            returned_at_ms: returned_times(&f)?,
         })
     }
 }
@@ -252,6 +279,13 @@ fn scope_token(f: &Fields<'_>) -> Result<Option<String>> {
 fn schema(f: &Fields<'_>) -> Result<Option<String>> {
     Ok(f.opt_string("schedulerSchema", limits::MAX_ID_BYTES)?
         .map(str::to_owned))
+}
+
+fn returned_times(f: &Fields<'_>) -> Result<Vec<u64>> {
+    f.opt_array("returnedAtMs", limits::MAX_REQUESTED as usize)?
+        .map_or(Ok(Vec::new()), |items| {
+            millis_list(f, "returnedAtMs", items)
+        })
 }
 
 fn millis_list(f: &Fields<'_>, field: &str, items: &[Value]) -> Result<Vec<u64>> {

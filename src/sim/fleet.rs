@@ -7,6 +7,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use super::arrivals::Arrival;
 use super::executor::SimRuntime;
 use super::provider::{Answer, Provider, RETRY_AFTER_MS};
 use crate::client::{
@@ -47,6 +48,15 @@ pub struct FleetConfig {
     pub pacer: PacerOptions,
     /// Charge one `toolCall` budget unit per call through the gateway.
     pub budget_limit: Option<u64>,
+    /// Open-loop traffic: each call arrives at its time at its isolate
+    /// (`isolates` and `callers_per_isolate` are then unused; an isolate
+    /// exists from its first call and is evicted after its last, leaving
+    /// whatever it holds). `None`: every isolate runs
+    /// `callers_per_isolate` callers that call back to back.
+    pub arrivals: Option<Vec<Arrival>>,
+    /// Every call builds its own rate state (a Worker that makes one per
+    /// request) instead of sharing its isolate's.
+    pub per_request_state: bool,
 }
 
 impl FleetConfig {
@@ -66,6 +76,8 @@ impl FleetConfig {
             gateway: GatewayConfig::default(),
             pacer: PacerOptions::default(),
             budget_limit: None,
+            arrivals: None,
+            per_request_state: false,
         }
     }
 }
@@ -79,6 +91,12 @@ pub struct FleetReport {
     /// Every time the gateway granted, ms since start.
     pub granted: Vec<Millis>,
     pub gateway_round_trips: u64,
+    /// Gateway calls by endpoint (`acquire`, `release`, `penalize`, `charge`).
+    pub round_trips_by_kind: BTreeMap<&'static str, u64>,
+    /// Each dispatched call's wait from its arrival to its dispatch, ms.
+    pub waits: Vec<f64>,
+    /// Calls that arrived (open loop) or were attempted (closed loop).
+    pub calls: u64,
     pub max_in_flight: u64,
     /// Errors callers saw, by code.
     pub errors: BTreeMap<&'static str, u64>,
@@ -167,7 +185,7 @@ struct SimPort {
     latency_ms: Millis,
     outages: Rc<Vec<(Millis, Millis)>>,
     alive: Rc<Cell<bool>>,
-    round_trips: Rc<Cell<u64>>,
+    round_trips: Rc<RefCell<BTreeMap<&'static str, u64>>>,
     granted: Rc<RefCell<Vec<Millis>>>,
     effective: Rc<RefCell<Vec<(Millis, f64)>>>,
 }
@@ -175,12 +193,13 @@ struct SimPort {
 impl SimPort {
     async fn call<T>(
         &self,
+        kind: &'static str,
         f: impl FnOnce(&InProcessGateway) -> LocalBoxFuture<'_, Result<T>>,
     ) -> Result<T> {
         if !self.alive.get() {
             return std::future::pending().await;
         }
-        self.round_trips.set(self.round_trips.get() + 1);
+        *self.round_trips.borrow_mut().entry(kind).or_default() += 1;
         self.rt.sleep(self.latency_ms / 2).await;
         let offset = self.rt.now_ms() - START_MS;
         if self
@@ -203,7 +222,7 @@ impl SimPort {
 impl GatewayPort for SimPort {
     fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
         Box::pin(async move {
-            let r = self.call(|g| g.acquire(req)).await?;
+            let r = self.call("acquire", |g| g.acquire(req)).await?;
             let offset = self.rt.now_ms() - START_MS;
             if let Some(times) = &r.scheduled_at_ms {
                 self.granted
@@ -218,15 +237,15 @@ impl GatewayPort for SimPort {
     }
 
     fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
-        Box::pin(self.call(|g| g.release(req)))
+        Box::pin(self.call("release", |g| g.release(req)))
     }
 
     fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
-        Box::pin(self.call(|g| g.penalize(req)))
+        Box::pin(self.call("penalize", |g| g.penalize(req)))
     }
 
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
-        Box::pin(self.call(|g| g.charge(req)))
+        Box::pin(self.call("charge", |g| g.charge(req)))
     }
 }
 
@@ -249,53 +268,85 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         },
         config.true_max_concurrency,
     ));
-    let round_trips = Rc::new(Cell::new(0));
+    let round_trips: Rc<RefCell<BTreeMap<&'static str, u64>>> = Rc::default();
     let granted = Rc::new(RefCell::new(Vec::new()));
     let effective = Rc::new(RefCell::new(Vec::new()));
-    let errors: Rc<RefCell<BTreeMap<&'static str, u64>>> = Rc::default();
-    let budget_used = Rc::new(Cell::new(0u64));
     let outages = Rc::new(config.gateway_outages.clone());
     let end = START_MS + config.duration_ms;
-    let mut budgets = Vec::new();
-
-    for isolate in 0..config.isolates {
-        let alive = Rc::new(Cell::new(true));
-        let port: Rc<dyn GatewayPort> = Rc::new(SimPort {
-            gateway: gateway.clone(),
-            rt: rt.clone(),
-            latency_ms: config.gateway_latency_ms,
-            outages: outages.clone(),
-            alive: alive.clone(),
-            round_trips: round_trips.clone(),
-            granted: granted.clone(),
-            effective: effective.clone(),
-        });
-        let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
-        let pacer = GatewayRateState::new(port.clone(), runtime.clone(), config.pacer.clone());
-        let budget = Rc::new(GatewayBudgetState::new(port, runtime, isolate as u64 + 1));
-        budgets.push(budget.clone());
-        if let Some(&(_, at)) = config.deaths.iter().find(|(i, _)| *i == isolate) {
-            let (rt2, alive) = (rt.clone(), alive.clone());
-            rt.spawn(Box::pin(async move {
-                rt2.sleep(at).await;
-                alive.set(false);
-            }));
-        }
-        for _ in 0..config.callers_per_isolate {
-            let caller = Caller {
+    let shared = Rc::new(Shared {
+        rt: rt.clone(),
+        provider: provider.clone(),
+        rules: vec![config.rule.clone()],
+        budget_limit: config.budget_limit,
+        call_latency_ms: config.call_latency_ms,
+        end,
+        pacer_options: config.pacer.clone(),
+        per_request_state: config.per_request_state,
+        errors: RefCell::default(),
+        budget_used: Cell::new(0),
+        waits: RefCell::default(),
+        calls: Cell::new(0),
+    });
+    let isolate_count = match &config.arrivals {
+        Some(arrivals) => arrivals.iter().map(|a| a.isolate + 1).max().unwrap_or(0),
+        None => config.isolates,
+    };
+    let isolates: Vec<Rc<Isolate>> = (0..isolate_count)
+        .map(|i| {
+            let alive = Rc::new(Cell::new(true));
+            let port: Rc<dyn GatewayPort> = Rc::new(SimPort {
+                gateway: gateway.clone(),
                 rt: rt.clone(),
-                pacer: pacer.clone(),
-                budget: budget.clone(),
-                budget_limit: config.budget_limit,
-                provider: provider.clone(),
-                rules: vec![config.rule.clone()],
+                latency_ms: config.gateway_latency_ms,
+                outages: outages.clone(),
                 alive: alive.clone(),
-                errors: errors.clone(),
-                budget_used: budget_used.clone(),
-                call_latency_ms: config.call_latency_ms,
-                end,
-            };
-            rt.spawn(Box::pin(caller.run()));
+                round_trips: round_trips.clone(),
+                granted: granted.clone(),
+                effective: effective.clone(),
+            });
+            let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
+            Rc::new(Isolate {
+                pacer: GatewayRateState::new(port.clone(), runtime.clone(), config.pacer.clone()),
+                budget: Rc::new(GatewayBudgetState::new(port.clone(), runtime, i as u64 + 1)),
+                port,
+                alive,
+                calls_left: Cell::new(0),
+            })
+        })
+        .collect();
+    for &(i, at) in &config.deaths {
+        let (rt2, alive) = (rt.clone(), isolates[i].alive.clone());
+        rt.spawn(Box::pin(async move {
+            rt2.sleep(at).await;
+            alive.set(false);
+        }));
+    }
+    match &config.arrivals {
+        None => {
+            for isolate in &isolates {
+                for _ in 0..config.callers_per_isolate {
+                    let (shared, isolate) = (shared.clone(), isolate.clone());
+                    rt.spawn(Box::pin(
+                        async move { shared.call_back_to_back(&isolate).await },
+                    ));
+                }
+            }
+        }
+        Some(arrivals) => {
+            for a in arrivals {
+                let isolate = isolates[a.isolate].clone();
+                isolate.calls_left.set(isolate.calls_left.get() + 1);
+                let (shared, at) = (shared.clone(), a.at);
+                rt.spawn(Box::pin(async move {
+                    shared.rt.sleep(at).await;
+                    shared.call_once(&isolate).await;
+                    // Evicted after its last call, holding what it holds.
+                    isolate.calls_left.set(isolate.calls_left.get() - 1);
+                    if isolate.calls_left.get() == 0 {
+                        isolate.alive.set(false);
+                    }
+                }));
+            }
         }
     }
     rt.run_until(end);
@@ -304,63 +355,94 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
     let to_offsets = |v: Vec<Millis>| v.into_iter().map(|t| t - START_MS).collect::<Vec<_>>();
     let mut dispatches = to_offsets(provider.dispatches());
     dispatches.sort_unstable();
+    let round_trips_by_kind = round_trips.borrow().clone();
     let report = FleetReport {
         dispatches,
         rejections: to_offsets(provider.rejections()),
         granted: granted.borrow().clone(),
-        gateway_round_trips: round_trips.get(),
+        gateway_round_trips: round_trips_by_kind.values().sum(),
+        round_trips_by_kind,
+        waits: shared.waits.borrow().clone(),
+        calls: shared.calls.get(),
         max_in_flight: provider.max_in_flight(),
-        errors: errors.borrow().clone(),
+        errors: shared.errors.borrow().clone(),
         effective_rps: effective.borrow().clone(),
-        budget_used: budget_used.get(),
+        budget_used: shared.budget_used.get(),
         budget_counter_at_gateway,
-        budget_reserved_unused: budgets
+        budget_reserved_unused: isolates
             .iter()
-            .map(|b| b.reserved_unused(RUN, "toolCall"))
+            .map(|i| i.budget.reserved_unused(RUN, "toolCall"))
             .sum(),
     };
     report
 }
 
-struct Caller {
-    rt: SimRuntime,
+struct Isolate {
+    port: Rc<dyn GatewayPort>,
     pacer: GatewayRateState,
     budget: Rc<GatewayBudgetState>,
-    budget_limit: Option<u64>,
-    provider: Rc<Provider>,
-    rules: Vec<PacingRule>,
     alive: Rc<Cell<bool>>,
-    errors: Rc<RefCell<BTreeMap<&'static str, u64>>>,
-    budget_used: Rc<Cell<u64>>,
-    call_latency_ms: Millis,
-    end: Millis,
+    /// Open loop: calls still to come; the isolate is evicted at zero.
+    calls_left: Cell<u64>,
 }
 
-impl Caller {
-    async fn run(self) {
-        while self.rt.now_ms() < self.end && self.alive.get() {
-            if let Err(e) = self.one_call().await {
-                *self.errors.borrow_mut().entry(e.code.as_str()).or_default() += 1;
+/// What every call of the fleet shares.
+struct Shared {
+    rt: SimRuntime,
+    provider: Rc<Provider>,
+    rules: Vec<PacingRule>,
+    budget_limit: Option<u64>,
+    call_latency_ms: Millis,
+    end: Millis,
+    pacer_options: PacerOptions,
+    per_request_state: bool,
+    errors: RefCell<BTreeMap<&'static str, u64>>,
+    budget_used: Cell<u64>,
+    waits: RefCell<Vec<f64>>,
+    calls: Cell<u64>,
+}
+
+impl Shared {
+    async fn call_back_to_back(&self, isolate: &Isolate) {
+        while self.rt.now_ms() < self.end && isolate.alive.get() {
+            if !self.call_once(isolate).await {
                 self.rt.sleep(100).await;
             }
         }
     }
 
-    async fn one_call(&self) -> Result<()> {
+    /// One call from its arrival now; false if it failed.
+    async fn call_once(&self, isolate: &Isolate) -> bool {
+        self.calls.set(self.calls.get() + 1);
+        match self.one_call(isolate, self.rt.now_ms()).await {
+            Ok(()) => true,
+            Err(e) => {
+                *self.errors.borrow_mut().entry(e.code.as_str()).or_default() += 1;
+                false
+            }
+        }
+    }
+
+    async fn one_call(&self, isolate: &Isolate, arrived: Millis) -> Result<()> {
         // The budget is charged before the permit is drawn: a permit must be
         // used at its time, and a charge that waits out a gateway outage
-        // would otherwise send the call late, next to the following permit.
+        // would otherwise send the call late.
         if let Some(limit) = self.budget_limit {
             let charge = [BudgetCharge {
                 key: "toolCall".into(),
                 amount: 1,
                 limit,
             }];
-            self.budget.charge(RUN, &charge).await?;
+            isolate.budget.charge(RUN, &charge).await?;
             self.budget_used.set(self.budget_used.get() + 1);
         }
-        let permit = self
-            .pacer
+        let pacer = if self.per_request_state {
+            let runtime: Rc<dyn Runtime> = Rc::new(self.rt.clone());
+            GatewayRateState::new(isolate.port.clone(), runtime, self.pacer_options.clone())
+        } else {
+            isolate.pacer.clone()
+        };
+        let permit = pacer
             .acquire(PermitRequest {
                 bucket_id: BUCKET,
                 rate_scope_token: None,
@@ -368,21 +450,23 @@ impl Caller {
                 signal: None,
             })
             .await?;
-        if !self.alive.get() || self.rt.now_ms() >= self.end {
+        if !isolate.alive.get() || self.rt.now_ms() >= self.end {
             // A dead isolate never hands anything back.
             std::mem::forget(permit);
             return Ok(());
         }
-        let answer = self.provider.begin(self.rt.now_ms());
+        let now = self.rt.now_ms();
+        self.waits.borrow_mut().push((now - arrived) as f64);
+        let answer = self.provider.begin(now);
         self.rt.sleep(self.call_latency_ms).await;
         self.provider.end();
-        if !self.alive.get() {
+        if !isolate.alive.get() {
             std::mem::forget(permit);
             return Ok(());
         }
         match answer {
-            Answer::Ok => self.pacer.observe_success(BUCKET),
-            Answer::TooManyRequests => self.pacer.penalize(BUCKET, None, RETRY_AFTER_MS).await?,
+            Answer::Ok => pacer.observe_success(BUCKET),
+            Answer::TooManyRequests => pacer.penalize(BUCKET, None, RETRY_AFTER_MS).await?,
         }
         drop(permit);
         Ok(())

@@ -2,6 +2,7 @@
 //! from timer to timer, a provider with a hidden limit, and a fleet of
 //! isolates sharing one gateway.
 
+pub mod arrivals;
 mod executor;
 mod fleet;
 mod provider;

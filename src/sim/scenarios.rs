@@ -1,6 +1,7 @@
 //! The fleet scenarios the client issue names, shared by the test that
 //! checks their invariants and the benchmark that reports their figures.
 
+use super::arrivals::{bursts, churn, oracle_waits, percentile, poisson};
 use super::fleet::{FleetConfig, FleetReport};
 use crate::protocol::PacingRule;
 use crate::time::Millis;
@@ -74,4 +75,128 @@ pub fn time_to_reach(report: &FleetReport, from: Millis, rps: f64) -> Option<Mil
         .step_by(250)
         .find(|&t| report.dispatches_between(t, t + 5_000) as f64 / 5.0 >= rps)
         .map(|t| t + 5_000 - from)
+}
+
+/// One way to the gateway in the traffic-shape scenarios (a round trip is
+/// twice this).
+pub const SHAPE_GATEWAY_ONE_WAY_MS: Millis = 15;
+
+/// The horizon of the traffic-shape scenarios.
+pub const SHAPE_HORIZON_MS: Millis = 1_000;
+
+/// The rule of the traffic-shape scenarios: 20 req/s.
+const SHAPE_RPS: f64 = 20.0;
+
+/// A traffic shape: open-loop arrivals at the default 1 s horizon, the
+/// provider honouring the rule, a gateway 15 ms away each way.
+fn shape(arrivals: Vec<super::arrivals::Arrival>, duration_ms: Millis) -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), SHAPE_HORIZON_MS);
+    c.gateway_latency_ms = 2 * SHAPE_GATEWAY_ONE_WAY_MS;
+    c.duration_ms = duration_ms;
+    c.arrivals = Some(arrivals);
+    c
+}
+
+/// `isolates` isolates with Poisson arrivals totalling `share` of the rule.
+pub fn sparse(isolates: usize, share: f64) -> FleetConfig {
+    let rate = SHAPE_RPS * share;
+    shape(poisson(isolates, rate, |_| rate, 120_000, 11), 125_000)
+}
+
+/// 4 isolates, each a burst of 8 calls every 2 s (80% of the rule on
+/// average, 32 at once at worst).
+pub fn bursty() -> FleetConfig {
+    shape(bursts(4, 8, 2_000, 120_000, 12), 125_000)
+}
+
+/// Workers churn: 20 isolate slots share 60% of the rule; each isolate
+/// serves 1 to 6 calls and is evicted without handing anything back.
+pub fn churning() -> FleetConfig {
+    shape(churn(20, SHAPE_RPS * 0.6, 6, 120_000, 13), 125_000)
+}
+
+/// 40 isolates whose total demand ramps from 10% of the rule to 100% and
+/// back over 10 minutes.
+pub fn ramp() -> FleetConfig {
+    let rate_at = |t: Millis| {
+        let phase = t as f64 / 600_000.0;
+        let up = if phase < 0.5 {
+            phase * 2.0
+        } else {
+            (1.0 - phase) * 2.0
+        };
+        SHAPE_RPS * (0.1 + 0.9 * up)
+    };
+    shape(poisson(40, SHAPE_RPS, rate_at, 600_000, 14), 605_000)
+}
+
+/// 8 request handlers calling back to back, each call building its own
+/// rate state (demand far above the rule).
+pub fn per_request_state() -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), SHAPE_HORIZON_MS);
+    c.gateway_latency_ms = 2 * SHAPE_GATEWAY_ONE_WAY_MS;
+    c.isolates = 8;
+    c.callers_per_isolate = 1;
+    c.per_request_state = true;
+    c.duration_ms = 60_000;
+    c
+}
+
+/// What the traffic-shape scenarios report beside the oracle.
+#[derive(Debug, Clone, Copy)]
+pub struct ShapeFigures {
+    /// Densest 1 s window of actual dispatches, over the rule.
+    pub densest: u64,
+    /// Calls dispatched over calls that arrived (open loop), or over what
+    /// the rule allows (closed loop).
+    pub utilization: f64,
+    pub wait_p50_ms: f64,
+    pub wait_p99_ms: f64,
+    pub oracle_p50_ms: f64,
+    pub oracle_p99_ms: f64,
+    pub round_trips_per_permit: f64,
+}
+
+/// The figures of a shape run, with the oracle computed from the same
+/// arrivals.
+pub fn shape_figures(config: &FleetConfig, r: &FleetReport) -> ShapeFigures {
+    let densest = densest_window(&r.dispatches, config.rule.window_ms);
+    let (utilization, oracle) = match &config.arrivals {
+        Some(arrivals) => {
+            let arrived: Vec<Millis> = arrivals.iter().map(|a| a.at).collect();
+            (
+                r.dispatches.len() as f64 / arrived.len().max(1) as f64,
+                oracle_waits(&arrived, config.rule.requests_per_second()),
+            )
+        }
+        None => (
+            r.dispatches.len() as f64
+                / (config.rule.requests_per_second() * config.duration_ms as f64 / 1_000.0),
+            Vec::new(),
+        ),
+    };
+    ShapeFigures {
+        densest,
+        utilization,
+        wait_p50_ms: percentile(&r.waits, 50.0),
+        wait_p99_ms: percentile(&r.waits, 99.0),
+        oracle_p50_ms: percentile(&oracle, 50.0),
+        oracle_p99_ms: percentile(&oracle, 99.0),
+        round_trips_per_permit: r.round_trips_per_permit(),
+    }
+}
+
+/// The most dispatches in any half-open window of `window_ms`.
+pub fn densest_window(dispatches: &[Millis], window_ms: Millis) -> u64 {
+    let mut end = 0;
+    (0..dispatches.len())
+        .map(|start| {
+            end = end.max(start);
+            while end < dispatches.len() && dispatches[end] < dispatches[start] + window_ms {
+                end += 1;
+            }
+            (end - start) as u64
+        })
+        .max()
+        .unwrap_or(0)
 }

@@ -10,6 +10,8 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         requested,
         observed_successes: 0,
         scheduler_schema: None,
+        dispatch_lead_ms: None,
+        returned_at_ms: Vec::new(),
     }
 }
 
@@ -20,6 +22,7 @@ pub fn release(bucket: &str, rules: &[PacingRule], lease_ids: Vec<String>) -> Re
         rules: rules.to_vec(),
         lease_ids,
         scheduler_schema: None,
+        returned_at_ms: Vec::new(),
     }
 }
 

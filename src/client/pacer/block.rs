@@ -1,0 +1,192 @@
+//! A block: the permits one refill brought, each a dispatch time on the
+//! gateway's clock (and a lease when the rules bound concurrency). A permit
+//! is good from its time up to the tolerance the gateway accounted for in
+//! every window; after that it is dead and never dispatched, because the
+//! gateway counted it in a window that has passed and the provider would
+//! count it in the current one, on top of the permits other isolates send
+//! at their own times.
+
+use std::collections::VecDeque;
+
+use super::clock::ClockSync;
+use crate::protocol::PacingRule;
+use crate::time::Millis;
+
+/// A grant's tolerance when the gateway announces none (an older one): it
+/// accounted for no slack, so only timer jitter is allowed.
+pub const LEGACY_TOLERANCE_MS: Millis = 25;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Slot {
+    /// The dispatch time on the gateway's clock; `None` from a gateway
+    /// that grants without a schedule (usable at once, never dead).
+    pub at: Option<Millis>,
+    pub lease: Option<String>,
+}
+
+pub(super) struct Block {
+    /// Earliest first.
+    pub slots: VecDeque<Slot>,
+    pub rules_key: String,
+    pub rules: Vec<PacingRule>,
+    pub token: Option<String>,
+    pub tolerance_ms: Millis,
+}
+
+/// A permit taken out of a block: when to dispatch it (our clock) and the
+/// latest moment it is still good.
+pub(super) struct Drawn {
+    pub slot: Slot,
+    pub due: Millis,
+    pub deadline: Millis,
+}
+
+impl Block {
+    /// Takes the earliest permit still good at `now`. Dead ones are moved
+    /// to `dead` (their leases must go back).
+    pub fn draw(&mut self, now: Millis, clock: &ClockSync, dead: &mut Vec<Slot>) -> Option<Drawn> {
+        while let Some(slot) = self.slots.pop_front() {
+            let Some(at) = slot.at else {
+                return Some(Drawn {
+                    slot,
+                    due: now,
+                    deadline: Millis::MAX,
+                });
+            };
+            let due = clock.to_local(at);
+            let deadline = due.saturating_add(self.tolerance_ms);
+            if deadline < now {
+                dead.push(slot);
+                continue;
+            }
+            return Some(Drawn {
+                slot,
+                due,
+                deadline,
+            });
+        }
+        None
+    }
+
+    /// Permits this isolate will not use: with draws at `rate_per_s`, the
+    /// isolate takes about `rate * span` of the permits over the block's
+    /// remaining span, so it keeps that many of the earliest (at least the
+    /// next one, whose time is too near to help anyone else) and gives the
+    /// later ones up while they are still far enough ahead to serve
+    /// another isolate.
+    pub fn surplus(&mut self, now: Millis, clock: &ClockSync, rate_per_s: f64) -> Vec<Slot> {
+        let span = self
+            .slots
+            .back()
+            .and_then(|s| s.at)
+            .map_or(0, |at| clock.to_local(at).saturating_sub(now));
+        let keep = 1 + (rate_per_s * span as f64 / 1_000.0) as usize;
+        if keep >= self.slots.len() {
+            return Vec::new();
+        }
+        self.slots.split_off(keep).into()
+    }
+
+    /// The local due time of the earliest permit, if it has one.
+    pub fn next_due(&self, clock: &ClockSync) -> Option<Millis> {
+        self.slots.front()?.at.map(|at| clock.to_local(at))
+    }
+}
+
+/// A moving rate of draws (per second, decaying with a two-second time
+/// constant): an isolate's recent demand.
+#[derive(Default)]
+pub(super) struct DrawRate {
+    rate: f64,
+    at: Millis,
+}
+
+const DEMAND_TAU_MS: f64 = 2_000.0;
+
+impl DrawRate {
+    pub fn draw(&mut self, now: Millis) {
+        self.rate = self.rate_at(now) + 1_000.0 / DEMAND_TAU_MS;
+        self.at = now;
+    }
+
+    /// Leaves `ms` out of the decay (time the isolate had nothing to draw).
+    pub fn skip(&mut self, ms: Millis) {
+        self.at = self.at.saturating_add(ms);
+    }
+
+    pub fn rate_at(&self, now: Millis) -> f64 {
+        let elapsed = now.saturating_sub(self.at) as f64;
+        self.rate * (-elapsed / DEMAND_TAU_MS).exp()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn block(times: &[Millis]) -> Block {
+        Block {
+            slots: times
+                .iter()
+                .map(|&at| Slot {
+                    at: Some(at),
+                    lease: None,
+                })
+                .collect(),
+            rules_key: String::new(),
+            rules: Vec::new(),
+            token: None,
+            tolerance_ms: 5,
+        }
+    }
+
+    #[test]
+    fn a_permit_past_its_tolerance_is_dead_and_never_drawn() {
+        let clock = ClockSync::default();
+        let mut b = block(&[1_000, 1_050, 1_100]);
+        let mut dead = Vec::new();
+        let drawn = b.draw(1_056, &clock, &mut dead).unwrap();
+        assert_eq!(drawn.slot.at, Some(1_100), "1 000 and 1 050 have passed");
+        assert_eq!(dead.len(), 2);
+        let mut b = block(&[1_000]);
+        let drawn = b.draw(1_005, &clock, &mut dead).unwrap();
+        assert_eq!(
+            (drawn.due, drawn.deadline),
+            (1_000, 1_005),
+            "good up to the tolerance"
+        );
+    }
+
+    #[test]
+    fn surplus_keeps_the_earliest_permits_the_draw_rate_will_take() {
+        let clock = ClockSync::default();
+        let times: Vec<Millis> = (1..=20).map(|i| 1_000 + 50 * i).collect();
+        let mut b = block(&times);
+        assert_eq!(
+            b.surplus(1_000, &clock, 0.0).len(),
+            19,
+            "no demand: all but the next"
+        );
+        let mut b = block(&times);
+        let returned = b.surplus(1_000, &clock, 10.0);
+        assert_eq!(b.slots.len(), 11, "half the rate keeps about half");
+        assert_eq!(returned.len(), 9);
+        assert_eq!(returned[0].at, Some(1_600), "the later ones go back");
+        let mut b = block(&times);
+        assert!(
+            b.surplus(1_000, &clock, 20.0).is_empty(),
+            "full demand keeps all"
+        );
+    }
+
+    #[test]
+    fn demand_decays_with_time() {
+        let mut d = DrawRate::default();
+        for t in 0..10 {
+            d.draw(t * 100);
+        }
+        let busy = d.rate_at(900);
+        assert!(busy > 5.0, "{busy}");
+        assert!(d.rate_at(5_900) < busy / 100.0);
+    }
+}

@@ -1,0 +1,101 @@
+//! The gateway's clock as this client sees it: dispatch times are on the
+//! gateway's clock, timers on ours.
+
+use std::collections::VecDeque;
+
+use crate::time::Millis;
+
+/// How many recent round trips the estimate keeps.
+const SAMPLES: usize = 8;
+
+/// Before the first round trip, how far ahead of the gateway's now a
+/// client asks its first permit to be: about one trip back from a gateway
+/// in the same region. A guess too short costs one more round trip, once.
+pub const DEFAULT_LEAD_MS: Millis = 20;
+
+#[derive(Default)]
+pub(super) struct ClockSync {
+    /// `(gateway clock minus ours, round trip)` of recent answers.
+    samples: VecDeque<(i64, Millis)>,
+    /// The offset in use: that of the fastest recent round trip.
+    offset_ms: i64,
+    /// A slowly forgetting maximum of recent round trips.
+    rtt_ms: Millis,
+}
+
+impl ClockSync {
+    /// Takes one answer's `serverNowMs`, for a request sent at `sent` and
+    /// answered at `received` (our clock). The gateway stamped it about
+    /// half-way, so the sample is `server_now - midpoint`; the fastest
+    /// round trip bounds its error best (NTP's choice). A steady offset
+    /// matters more than a fresh one: two blocks converted with different
+    /// offsets would land closer together than the gateway spaced them.
+    pub fn sample(&mut self, server_now: Option<Millis>, sent: Millis, received: Millis) {
+        let rtt = received.saturating_sub(sent);
+        // One slow answer widens the lead at once; it narrows again over
+        // a few answers.
+        self.rtt_ms = rtt.max(self.rtt_ms - self.rtt_ms / 4);
+        let Some(server_now) = server_now else {
+            return;
+        };
+        if self.samples.len() == SAMPLES {
+            self.samples.pop_front();
+        }
+        let midpoint = (sent + received) as i64 / 2;
+        self.samples.push_back((server_now as i64 - midpoint, rtt));
+        self.offset_ms = self
+            .samples
+            .iter()
+            .min_by_key(|(_, rtt)| *rtt)
+            .map_or(0, |(offset, _)| *offset);
+    }
+
+    /// Our clock's reading when the gateway's reads `server_ms`.
+    pub fn to_local(&self, server_ms: Millis) -> Millis {
+        (server_ms as i64 - self.offset_ms).max(0) as Millis
+    }
+
+    /// The gateway's clock minus ours.
+    pub fn offset_ms(&self) -> i64 {
+        self.offset_ms
+    }
+
+    pub fn rtt_ms(&self) -> Millis {
+        self.rtt_ms
+    }
+
+    /// How far past its now the gateway should place this client's first
+    /// permit: the answer's trip back, rounded up.
+    pub fn lead_ms(&self) -> Millis {
+        if self.samples.is_empty() {
+            DEFAULT_LEAD_MS
+        } else {
+            self.rtt_ms.div_ceil(2) + 1
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_offset_is_taken_at_the_midpoint_of_the_fastest_round_trip() {
+        let mut c = ClockSync::default();
+        // Gateway 5 s ahead; a 40 ms trip, then a 10 ms one.
+        c.sample(Some(5_020 + 1_000), 1_000, 1_040);
+        c.sample(Some(5_005 + 2_000), 2_000, 2_010);
+        assert_eq!(c.to_local(7_005), 2_005);
+        // A later slow sample does not move it.
+        c.sample(Some(5_050 + 3_000), 3_000, 3_100);
+        assert_eq!(c.to_local(7_005), 2_005);
+    }
+
+    #[test]
+    fn the_lead_covers_the_trip_back() {
+        let mut c = ClockSync::default();
+        assert_eq!(c.lead_ms(), DEFAULT_LEAD_MS);
+        c.sample(Some(15), 0, 30);
+        assert_eq!(c.lead_ms(), 16);
+    }
+}

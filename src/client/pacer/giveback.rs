@@ -1,0 +1,180 @@
+//! What an isolate hands back to the gateway: concurrency leases its calls
+//! are done with, and granted times it will not use. Both wait a moment in
+//! a per-bucket batch (calls end one by one, and a gateway call per lease
+//! would cost a round trip per permit); returned times also ride on the
+//! bucket's next acquire when one goes out first, and a batch goes alone
+//! only when nothing else carried it.
+
+use super::block::Slot;
+use super::GatewayRateState;
+use crate::client::retry::with_retries;
+use crate::error::Error;
+use crate::protocol::{limits, rules_signature, PacingRule, ReleaseRequest};
+use crate::time::Millis;
+
+pub(super) struct PendingBatch {
+    bucket_id: String,
+    token: Option<String>,
+    rules: Vec<PacingRule>,
+    /// Leases with their place in the state's one sequence of releases.
+    lease_ids: Vec<(u64, String)>,
+    returned: Vec<Millis>,
+    flushing: bool,
+    /// Every lease of this batch up to this place has had its gateway call.
+    settled_upto: u64,
+}
+
+/// Where a released lease stands: its batch key and its place in the
+/// state's sequence of releases (places only grow, so a batch made anew
+/// after one was dropped never confuses an older ticket).
+pub(super) type Ticket = (String, u64);
+
+fn batch_key(bucket_id: &str, rules_key: &str) -> String {
+    format!("{bucket_id}\0{rules_key}")
+}
+
+impl GatewayRateState {
+    /// Queues the slots of permits this isolate gives up: their leases go
+    /// back, and their times too while still ahead of `now` (a time
+    /// already passed is of no use to anyone).
+    pub(super) fn give_back(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: &[PacingRule],
+        slots: Vec<Slot>,
+        now_on_gateway: Millis,
+    ) {
+        let mut leases = Vec::new();
+        let mut times = Vec::new();
+        for slot in slots {
+            leases.extend(slot.lease);
+            times.extend(slot.at.filter(|&at| at > now_on_gateway));
+        }
+        self.queue(bucket_id, token, rules, leases, times);
+    }
+
+    /// Queues leases and returned times for the bucket's batch and starts
+    /// its flush if none is running. Returns the leases' ticket.
+    pub(super) fn queue(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: &[PacingRule],
+        lease_ids: Vec<String>,
+        returned: Vec<Millis>,
+    ) -> Option<Ticket> {
+        if lease_ids.is_empty() && returned.is_empty() {
+            return None;
+        }
+        let key = batch_key(bucket_id, &rules_signature(rules));
+        let seq = &self.inner.release_seq;
+        let (start, place) = {
+            let mut batches = self.inner.batches.borrow_mut();
+            let pending = batches.entry(key.clone()).or_insert_with(|| PendingBatch {
+                bucket_id: bucket_id.to_owned(),
+                token,
+                rules: rules.to_vec(),
+                lease_ids: Vec::new(),
+                returned: Vec::new(),
+                flushing: false,
+                settled_upto: seq.get(),
+            });
+            for id in lease_ids {
+                seq.set(seq.get() + 1);
+                pending.lease_ids.push((seq.get(), id));
+            }
+            pending.returned.extend(returned);
+            (!std::mem::replace(&mut pending.flushing, true), seq.get())
+        };
+        if start {
+            let this = self.clone();
+            let key = key.clone();
+            self.inner
+                .rt
+                .spawn(Box::pin(async move { this.flush(key).await }));
+        }
+        Some((key, place))
+    }
+
+    /// The returned times waiting for the bucket's batch under these rules,
+    /// taken to ride on an acquire that is about to go.
+    pub(super) fn take_returns(&self, bucket_id: &str, rules_key: &str) -> Vec<Millis> {
+        let mut batches = self.inner.batches.borrow_mut();
+        match batches.get_mut(&batch_key(bucket_id, rules_key)) {
+            Some(pending) => {
+                let take = pending.returned.len().min(limits::MAX_REQUESTED as usize);
+                pending.returned.drain(..take).collect()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// Settles once the batch holding `ticket` has had its gateway call.
+    /// It looks on its own timer: the flush may run in another request.
+    pub(super) async fn settled(&self, (key, place): Ticket) {
+        loop {
+            let done = self
+                .inner
+                .batches
+                .borrow()
+                .get(&key)
+                .is_none_or(|p| p.settled_upto >= place);
+            if done {
+                return;
+            }
+            self.inner.rt.sleep(super::REFILL_POLL_MS).await;
+        }
+    }
+
+    async fn flush(self, key: String) {
+        let linger = self.inner.options.release_linger_ms;
+        if linger > 0 {
+            self.inner.rt.sleep(linger).await;
+        }
+        loop {
+            let request = {
+                let mut batches = self.inner.batches.borrow_mut();
+                let pending = batches.get_mut(&key).expect("flushing a queued batch");
+                if pending.lease_ids.is_empty() && pending.returned.is_empty() {
+                    // Nothing is left to wait on it: a ticket that finds no
+                    // batch is settled.
+                    batches.remove(&key);
+                    return;
+                }
+                let leases = pending.lease_ids.len().min(limits::MAX_RELEASE_BATCH);
+                let times = pending.returned.len().min(limits::MAX_REQUESTED as usize);
+                let (places, lease_ids): (Vec<u64>, Vec<String>) =
+                    pending.lease_ids.drain(..leases).unzip();
+                let request = ReleaseRequest {
+                    bucket_id: pending.bucket_id.clone(),
+                    rate_scope_token: pending.token.clone(),
+                    rules: pending.rules.clone(),
+                    lease_ids,
+                    scheduler_schema: self.inner.options.scheduler_schema.clone(),
+                    returned_at_ms: pending.returned.drain(..times).collect(),
+                };
+                (request, places.last().copied())
+            };
+            let (request, last_place) = request;
+            let outcome =
+                with_retries(&*self.inner.rt, || self.inner.port.release(request.clone())).await;
+            if let (Some(place), Some(pending)) =
+                (last_place, self.inner.batches.borrow_mut().get_mut(&key))
+            {
+                pending.settled_upto = pending.settled_upto.max(place);
+            }
+            if let Err(e) = outcome {
+                if !request.lease_ids.is_empty() {
+                    *self.inner.release_failure.borrow_mut() = Some(Error {
+                        message: format!(
+                            "releasing leases of {} failed: {}",
+                            request.bucket_id, e.message
+                        ),
+                        ..e
+                    });
+                }
+            }
+        }
+    }
+}

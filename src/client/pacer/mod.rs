@@ -1,0 +1,379 @@
+//! The block-leasing pacer: each isolate pays one gateway round trip per
+//! block of permits, and still dispatches every call at a time the gateway
+//! reserved for it on the bucket's one global timeline.
+//!
+//! Its parts: [`block`] (the permits of one refill and which are still
+//! good), [`refill`] (the single-flight request for a block sized to
+//! demand), [`clock`] (the gateway's clock as seen from here), [`giveback`]
+//! (leases and unused times going back in batches), and [`surplus`]
+//! (noticing permits this isolate will not use while they can still serve
+//! another).
+
+mod block;
+mod clock;
+mod giveback;
+mod refill;
+mod surplus;
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+
+use super::permit::Permit;
+use super::port::{GatewayPort, InProcessGateway};
+use super::runtime::{abortable, AbortSignal, Runtime};
+use crate::error::{Error, Result};
+use crate::gateway::{GatewayConfig, GatewayCore};
+use crate::protocol::{limits, rules_signature, PacingRule, PenalizeRequest, ReleaseRequest};
+use crate::time::Millis;
+use block::{Block, DrawRate, Slot};
+use clock::ClockSync;
+use giveback::PendingBatch;
+use refill::{Refill, Target};
+
+pub use clock::DEFAULT_LEAD_MS;
+
+/// How often a caller waiting on another caller's refill looks again (see
+/// [`GatewayRateState::acquire`] on why it is not woken instead).
+pub const REFILL_POLL_MS: Millis = 5;
+
+/// A refill that has not landed this long after it was due is given up
+/// (the request that started it may have ended, taking its I/O along) and
+/// the next waiter starts another.
+pub const REFILL_TIMEOUT_MS: Millis = 30_000;
+
+/// The window guard of the in-memory scheduler behind `LocalRateState`:
+/// JS timers fire a little late, and a permit may be sent this late.
+pub const LOCAL_WINDOW_GUARD_MS: Millis = 25;
+
+/// Past this many buckets, idle ones (nothing cached, waited on or owed)
+/// are forgotten.
+pub const MAX_IDLE_BUCKETS: usize = 1_024;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PacerOptions {
+    /// The gateway's horizon: a block never asks for more than this much
+    /// time's worth of permits at the configured rate.
+    pub block_horizon_ms: Millis,
+    /// A gateway refusal that asks to wait longer than this fails fast with
+    /// `PROVIDER_EXHAUSTED` instead of parking callers.
+    pub max_wait_ms: Millis,
+    /// A released lease or returned time waits this long for others to go
+    /// back with it in one gateway call.
+    pub release_linger_ms: Millis,
+    pub scheduler_schema: Option<String>,
+}
+
+impl Default for PacerOptions {
+    fn default() -> Self {
+        PacerOptions {
+            block_horizon_ms: 1_000,
+            max_wait_ms: 120_000,
+            release_linger_ms: 20,
+            scheduler_schema: None,
+        }
+    }
+}
+
+/// What a caller asks the pacer for.
+#[derive(Clone, Copy)]
+pub struct PermitRequest<'a> {
+    pub bucket_id: &'a str,
+    pub rate_scope_token: Option<&'a str>,
+    pub rules: &'a [PacingRule],
+    pub signal: Option<&'a AbortSignal>,
+}
+
+#[derive(Default)]
+struct BucketState {
+    block: Option<Block>,
+    waiters: u64,
+    refill: Refill,
+    clock: ClockSync,
+    demand: DrawRate,
+    /// A task is watching the block for permits nobody will use.
+    watching: bool,
+    effective_rps: Option<f64>,
+    pending_successes: u64,
+}
+
+impl BucketState {
+    fn is_idle(&self) -> bool {
+        self.block.is_none()
+            && self.waiters == 0
+            && self.refill.is_idle()
+            && !self.watching
+            && self.pending_successes == 0
+    }
+}
+
+struct Inner {
+    port: Rc<dyn GatewayPort>,
+    rt: Rc<dyn Runtime>,
+    options: PacerOptions,
+    buckets: RefCell<HashMap<String, BucketState>>,
+    batches: RefCell<HashMap<String, PendingBatch>>,
+    release_seq: Cell<u64>,
+    /// A batched release failed in the background; the next acquire
+    /// surfaces it.
+    release_failure: RefCell<Option<Error>>,
+}
+
+/// Client side of the rate contract against a shared gateway.
+#[derive(Clone)]
+pub struct GatewayRateState {
+    inner: Rc<Inner>,
+}
+
+impl GatewayRateState {
+    pub fn new(port: Rc<dyn GatewayPort>, rt: Rc<dyn Runtime>, options: PacerOptions) -> Self {
+        GatewayRateState {
+            inner: Rc::new(Inner {
+                port,
+                rt,
+                options,
+                buckets: RefCell::new(HashMap::new()),
+                batches: RefCell::new(HashMap::new()),
+                release_seq: Cell::new(0),
+                release_failure: RefCell::new(None),
+            }),
+        }
+    }
+
+    /// `LocalRateState`: the same contract with a scheduler of its own in
+    /// this isolate's memory, for one isolate or for tests.
+    pub fn local(rt: Rc<dyn Runtime>, options: PacerOptions, seed: u64) -> Self {
+        let clock: Rc<dyn crate::time::Clock> = Rc::new(RuntimeClock(rt.clone()));
+        let config = GatewayConfig {
+            window_guard_ms: LOCAL_WINDOW_GUARD_MS,
+            ..GatewayConfig::default()
+        };
+        let core = GatewayCore::new(config, seed).expect("the local config is valid");
+        let port: Rc<dyn GatewayPort> = Rc::new(InProcessGateway::new(core, clock));
+        Self::new(port, rt, options)
+    }
+
+    /// Waits for a permit of `req.bucket_id` and until its dispatch time.
+    /// An abort during the wait hands the permit's lease back. A permit
+    /// whose caller wakes past its tolerance is dead: it is dropped (its
+    /// lease going back) and the caller is served from a fresh one.
+    pub async fn acquire(&self, req: PermitRequest<'_>) -> Result<Permit> {
+        if req.rules.is_empty() {
+            return Ok(Permit::unpaced());
+        }
+        let target = Target {
+            bucket_id: req.bucket_id.to_owned(),
+            token: req
+                .rate_scope_token
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned),
+            rules: req.rules.to_vec(),
+            rules_key: rules_signature(req.rules),
+        };
+        loop {
+            if let Some(signal) = req.signal {
+                signal.check()?;
+            }
+            if let Some(e) = self.inner.release_failure.borrow_mut().take() {
+                return Err(e);
+            }
+            if let Some((due, deadline, permit)) = self.draw(&target) {
+                let wait = due.saturating_sub(self.inner.rt.now_ms());
+                if wait > 0 {
+                    let sleep = self.inner.rt.sleep(wait);
+                    // On abort `permit` drops here, releasing its lease.
+                    abortable(req.signal, async {
+                        sleep.await;
+                        Ok(())
+                    })
+                    .await?;
+                }
+                if self.inner.rt.now_ms() <= deadline {
+                    return Ok(permit);
+                }
+                continue;
+            }
+            self.await_refill(&target, req.signal).await?;
+        }
+    }
+
+    /// The earliest good permit cached for the target, with its local due
+    /// time and deadline. Dead permits met on the way give their leases back.
+    fn draw(&self, target: &Target) -> Option<(Millis, Millis, Permit)> {
+        let now = self.inner.rt.now_ms();
+        let mut dead = Vec::new();
+        let mut buckets = self.inner.buckets.borrow_mut();
+        let state = buckets.get_mut(&target.bucket_id)?;
+        if state
+            .block
+            .as_ref()
+            .is_some_and(|b| b.rules_key != target.rules_key)
+        {
+            // The caller's rules changed: the old block is not for them.
+            let stale = state.block.take().expect("checked");
+            let gateway_now = now.saturating_add_signed(state.clock.offset_ms());
+            drop(buckets);
+            self.give_back(
+                &target.bucket_id,
+                stale.token,
+                &stale.rules,
+                stale.slots.into(),
+                gateway_now,
+            );
+            return None;
+        }
+        let block = state.block.as_mut()?;
+        let drawn = block.draw(now, &state.clock, &mut dead);
+        let (token, rules) = (block.token.clone(), block.rules.clone());
+        if block.slots.is_empty() {
+            state.block = None;
+            state.refill.exhausted_at = Some(now);
+        }
+        if drawn.is_some() {
+            state.demand.draw(now);
+        }
+        drop(buckets);
+        let leases: Vec<String> = dead.into_iter().filter_map(|s| s.lease).collect();
+        self.queue(&target.bucket_id, token.clone(), &rules, leases, Vec::new());
+        let drawn = drawn?;
+        let permit = self.permit(&target.bucket_id, token, rules, drawn.slot);
+        Some((drawn.due, drawn.deadline, permit))
+    }
+
+    fn permit(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: Vec<PacingRule>,
+        slot: Slot,
+    ) -> Permit {
+        let Some(lease_id) = slot.lease else {
+            return Permit::new(None, None);
+        };
+        let weak: Weak<Inner> = Rc::downgrade(&self.inner);
+        let bucket_id = bucket_id.to_owned();
+        let id = lease_id.clone();
+        Permit::new(
+            Some(lease_id),
+            Some(Box::new(move || match weak.upgrade() {
+                Some(inner) => {
+                    let this = GatewayRateState { inner };
+                    match this.queue(&bucket_id, token, &rules, vec![id], Vec::new()) {
+                        Some(ticket) => Box::pin(async move { this.settled(ticket).await }),
+                        None => Box::pin(std::future::ready(())),
+                    }
+                }
+                None => Box::pin(std::future::ready(())),
+            })),
+        )
+    }
+
+    /// A provider answered 429: drop the bucket's cached permits (so the
+    /// cooldown applies to the very next call) and tell the gateway.
+    pub async fn penalize(
+        &self,
+        bucket_id: &str,
+        rate_scope_token: Option<&str>,
+        cooldown_ms: Millis,
+    ) -> Result<()> {
+        if cooldown_ms == 0 {
+            return Ok(());
+        }
+        let stale = self
+            .inner
+            .buckets
+            .borrow_mut()
+            .get_mut(bucket_id)
+            .and_then(|s| s.block.take());
+        if let Some(stale) = stale {
+            // The cooldown voids their times; only the leases go back.
+            let leases = stale.slots.into_iter().filter_map(|s| s.lease).collect();
+            self.queue(bucket_id, stale.token, &stale.rules, leases, Vec::new());
+        }
+        let request = PenalizeRequest {
+            bucket_id: bucket_id.to_owned(),
+            rate_scope_token: rate_scope_token.map(str::to_owned),
+            cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
+            scheduler_schema: self.inner.options.scheduler_schema.clone(),
+        };
+        let response = self.inner.port.penalize(request).await.map_err(|e| Error {
+            message: format!("penalize failed for {bucket_id}: {}", e.message),
+            ..e
+        })?;
+        if let Some(rps) = response.effective_requests_per_second {
+            self.state(bucket_id, |s| s.effective_rps = Some(rps));
+        }
+        Ok(())
+    }
+
+    /// A provider call succeeded; the next acquire reports it so the gateway
+    /// can raise the rate.
+    pub fn observe_success(&self, bucket_id: &str) {
+        self.state(bucket_id, |s| {
+            s.pending_successes = (s.pending_successes + 1).min(limits::MAX_OBSERVED_SUCCESSES);
+        });
+    }
+
+    /// The live effective rate the gateway last reported for the bucket.
+    pub fn effective_rps(&self, bucket_id: &str) -> Option<f64> {
+        self.inner
+            .buckets
+            .borrow()
+            .get(bucket_id)
+            .and_then(|s| s.effective_rps)
+    }
+
+    fn state<T>(&self, bucket_id: &str, f: impl FnOnce(&mut BucketState) -> T) -> T {
+        let mut buckets = self.inner.buckets.borrow_mut();
+        if !buckets.contains_key(bucket_id) && buckets.len() >= MAX_IDLE_BUCKETS {
+            buckets.retain(|_, s| !s.is_idle());
+        }
+        f(buckets.entry(bucket_id.to_owned()).or_default())
+    }
+}
+
+impl Drop for Inner {
+    /// A state that goes away (a request's state, a freed object) hands its
+    /// cached permits back at once: their times to the fleet, their leases
+    /// to the gateway's count.
+    fn drop(&mut self) {
+        let now = self.rt.now_ms();
+        for (bucket_id, state) in self.buckets.get_mut().drain() {
+            let Some(block) = state.block else { continue };
+            let gateway_now = now.saturating_add_signed(state.clock.offset_ms());
+            let mut request = ReleaseRequest {
+                bucket_id,
+                rate_scope_token: block.token,
+                rules: block.rules,
+                lease_ids: Vec::new(),
+                scheduler_schema: self.options.scheduler_schema.clone(),
+                returned_at_ms: Vec::new(),
+            };
+            for slot in block.slots {
+                request.lease_ids.extend(slot.lease);
+                request
+                    .returned_at_ms
+                    .extend(slot.at.filter(|&at| at > gateway_now));
+            }
+            if request.lease_ids.is_empty() && request.returned_at_ms.is_empty() {
+                continue;
+            }
+            let port = self.port.clone();
+            self.rt.spawn(Box::pin(async move {
+                // Nobody is left to hear of a failure: the leases then come
+                // back at their TTL and the times go unused.
+                let _ = port.release(request).await;
+            }));
+        }
+    }
+}
+
+/// A runtime read as a clock, for the local scheduler.
+struct RuntimeClock(Rc<dyn Runtime>);
+
+impl crate::time::Clock for RuntimeClock {
+    fn now_ms(&self) -> Millis {
+        self.0.now_ms()
+    }
+}

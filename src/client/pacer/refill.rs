@@ -1,0 +1,455 @@
+//! The single-flight refill of one bucket: one gateway request at a time,
+//! for a block sized to the isolate's demand, however many callers wait.
+
+use std::collections::VecDeque;
+use std::future::Future;
+
+use super::block::{Block, Slot, LEGACY_TOLERANCE_MS};
+use super::{GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
+use crate::client::retry::with_retries;
+use crate::client::runtime::{abortable, AbortSignal, Event};
+use crate::error::{Detail, Error, ErrorCode, Result};
+use crate::protocol::{has_concurrency, limits, AcquireRequest, AcquireResponse, PacingRule};
+use crate::time::Millis;
+
+#[derive(Default)]
+pub(super) struct Refill {
+    running: bool,
+    /// Refills are numbered; `landed` is the latest that finished.
+    generation: u64,
+    landed: u64,
+    /// When the refill in flight counts as lost.
+    deadline: Millis,
+    /// The failure of the last refill, for the callers that waited on it.
+    error: Option<(u64, Error)>,
+    /// The gateway asked this client not to refill before this local time.
+    pub not_before: Millis,
+    /// When callers began waiting on the refill in flight.
+    started_at: Millis,
+    /// How many permits the last grant brought.
+    pub last_granted: u64,
+    /// When the block last ran dry.
+    pub exhausted_at: Option<Millis>,
+    /// The size the next grant should reach, kept across refusals until a
+    /// grant comes.
+    grow_to: u64,
+    /// Notified when a refill lands, for the caller that started it (its
+    /// own I/O, so waking it is safe in workerd).
+    landed_event: Event,
+}
+
+impl Refill {
+    pub fn is_idle(&self) -> bool {
+        !self.running && self.error.is_none()
+    }
+}
+
+/// What one refill asks for: the gateway bucket and the rules it is for.
+pub(super) struct Target {
+    pub bucket_id: String,
+    pub token: Option<String>,
+    pub rules: Vec<PacingRule>,
+    pub rules_key: String,
+}
+
+impl GatewayRateState {
+    /// Joins (or starts) the bucket's one refill and waits for it to land.
+    /// The caller that starts it is woken by its landing; others look on
+    /// their own timer, never woken by another caller's I/O: in workerd
+    /// every request must be woken by its own events, or its continuation
+    /// (and every timer it then sets) would belong to another request and
+    /// die with it.
+    pub(super) async fn await_refill(
+        &self,
+        target: &Target,
+        signal: Option<&AbortSignal>,
+    ) -> Result<()> {
+        let now = self.inner.rt.now_ms();
+        let (generation, started) = self.state(&target.bucket_id, |state| {
+            state.waiters += 1;
+            let r = &mut state.refill;
+            if r.running {
+                return (r.generation, None);
+            }
+            r.running = true;
+            r.started_at = now;
+            r.generation += 1;
+            r.deadline = now.max(r.not_before) + REFILL_TIMEOUT_MS;
+            (r.generation, Some(r.landed_event.listen()))
+        });
+        if started.is_some() {
+            let this = self.clone();
+            let target = Target {
+                bucket_id: target.bucket_id.clone(),
+                token: target.token.clone(),
+                rules: target.rules.clone(),
+                rules_key: target.rules_key.clone(),
+            };
+            self.inner.rt.spawn(Box::pin(async move {
+                this.refill(generation, target).await;
+            }));
+        }
+        let mut landing = started;
+        let rt = &self.inner.rt;
+        let bucket_id = target.bucket_id.as_str();
+        let waited = abortable(signal, async {
+            loop {
+                let now = rt.now_ms();
+                let (landed, not_before, lost) = self.state(bucket_id, |s| {
+                    let r = &mut s.refill;
+                    let lost = r.running && now > r.deadline;
+                    if lost {
+                        r.running = false;
+                    }
+                    (r.landed >= generation, r.not_before, lost)
+                });
+                if landed || lost {
+                    return Ok(());
+                }
+                let poll = rt.sleep(not_before.saturating_sub(now).max(REFILL_POLL_MS));
+                match landing.take() {
+                    Some(event) => {
+                        let mut event = std::pin::pin!(event);
+                        let mut poll = poll;
+                        std::future::poll_fn(|cx| {
+                            if event.as_mut().poll(cx).is_ready() {
+                                return std::task::Poll::Ready(());
+                            }
+                            poll.as_mut().poll(cx)
+                        })
+                        .await;
+                    }
+                    None => poll.await,
+                }
+            }
+        })
+        .await;
+        self.state(bucket_id, |state| {
+            state.waiters -= 1;
+            waited?;
+            match &state.refill.error {
+                Some((g, e)) if *g == generation => Err(e.clone()),
+                _ => Ok(()),
+            }
+        })
+    }
+
+    /// Runs in the background so an aborted caller never strands a grant in
+    /// flight.
+    async fn refill(self, generation: u64, target: Target) {
+        let result = self.request_block(&target).await;
+        let result = result
+            .and_then(|(response, sent, received)| self.land(&target, response, sent, received));
+        let event = self.state(&target.bucket_id, |state| {
+            let r = &mut state.refill;
+            if r.generation == generation {
+                r.running = false;
+            }
+            r.landed = r.landed.max(generation);
+            r.error = result.err().map(|e| (generation, e));
+            r.landed_event.clone()
+        });
+        event.notify();
+        self.watch_surplus(&target.bucket_id);
+    }
+
+    async fn request_block(&self, target: &Target) -> Result<(AcquireResponse, Millis, Millis)> {
+        let bucket_id = target.bucket_id.as_str();
+        // Ask early by a round trip and a poll, so the block is here before
+        // its first permit is due.
+        let (not_before, early) = self.state(bucket_id, |s| {
+            (s.refill.not_before, s.clock.rtt_ms() + REFILL_POLL_MS)
+        });
+        let now = self.inner.rt.now_ms();
+        let start_at = not_before.saturating_sub(early);
+        if start_at > now {
+            self.inner.rt.sleep(start_at - now).await;
+        }
+        let sent = self.inner.rt.now_ms();
+        let horizon_ms = self.inner.options.block_horizon_ms;
+        let (requested, observed_successes, lead) = self.state(bucket_id, |s| {
+            // Callers drained the last block and came straight back for
+            // more: they could use a bigger one (doubling, like a slow
+            // start, until the horizon caps it).
+            if let Some(at) = s.refill.exhausted_at.take() {
+                if s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms {
+                    s.refill.grow_to = s.refill.last_granted.saturating_mul(2);
+                }
+            }
+            let demand = Demand {
+                waiters: s.waiters,
+                draw_rate_per_s: s.demand.rate_at(sent),
+                grow_to: s.refill.grow_to,
+            };
+            (
+                block_size(&target.rules, &demand, horizon_ms),
+                s.pending_successes,
+                s.clock.lead_ms(),
+            )
+        });
+        let request = AcquireRequest {
+            bucket_id: bucket_id.to_owned(),
+            rate_scope_token: target.token.clone(),
+            rules: target.rules.clone(),
+            requested,
+            observed_successes,
+            scheduler_schema: self.inner.options.scheduler_schema.clone(),
+            dispatch_lead_ms: Some(lead),
+            returned_at_ms: self.take_returns(bucket_id, &target.rules_key),
+        };
+        let response =
+            with_retries(&*self.inner.rt, || self.inner.port.acquire(request.clone())).await?;
+        let received = self.inner.rt.now_ms();
+        self.state(bucket_id, |s| {
+            s.pending_successes = s.pending_successes.saturating_sub(observed_successes);
+        });
+        Ok((response, sent, received))
+    }
+
+    /// Records what a gateway answer says about the bucket, and merges a
+    /// grant into its block.
+    fn land(
+        &self,
+        target: &Target,
+        response: AcquireResponse,
+        sent: Millis,
+        received: Millis,
+    ) -> Result<()> {
+        let bucket_id = target.bucket_id.as_str();
+        let slots = validate_grant(bucket_id, &target.rules, &response)?;
+        let max_wait = self.inner.options.max_wait_ms;
+        let mut buckets = self.inner.buckets.borrow_mut();
+        let state = buckets
+            .get_mut(bucket_id)
+            .expect("landing on a known bucket");
+        state.clock.sample(response.server_now_ms, sent, received);
+        if let Some(rps) = response.effective_requests_per_second {
+            state.effective_rps = Some(rps);
+        }
+        state.refill.not_before = received.saturating_add(response.wait_ms);
+        if response.granted > 0 {
+            state.refill.last_granted = response.granted;
+            state.refill.grow_to = 0;
+            // Time spent waiting for permits is not time without demand:
+            // an isolate queued behind the fleet draws nothing because it
+            // has nothing to draw.
+            state
+                .demand
+                .skip(received.saturating_sub(state.refill.started_at));
+        }
+        // Another isolate met a 429: cached permits inside the cooldown
+        // would reach a provider that is refusing, so they go unsent (their
+        // leases back; their times are void).
+        let voided: Vec<String> = match (&mut state.block, response.cooldown_until_ms) {
+            (Some(block), Some(until)) => {
+                let mut voided = Vec::new();
+                block.slots.retain_mut(|s| {
+                    let keep = s.at.is_none_or(|at| at >= until);
+                    if !keep {
+                        voided.extend(s.lease.take());
+                    }
+                    keep
+                });
+                voided
+            }
+            _ => Vec::new(),
+        };
+        let voided_rules = state
+            .block
+            .as_ref()
+            .map(|b| (b.token.clone(), b.rules.clone()));
+        if let Some((token, rules)) = voided_rules.filter(|_| !voided.is_empty()) {
+            drop(buckets);
+            self.queue(bucket_id, token, &rules, voided, Vec::new());
+            buckets = self.inner.buckets.borrow_mut();
+        }
+        let state = buckets
+            .get_mut(bucket_id)
+            .expect("landing on a known bucket");
+        if response.granted == 0 {
+            if response.wait_ms > max_wait {
+                let until = response
+                    .cooldown_until_ms
+                    .unwrap_or(received.saturating_add(response.wait_ms));
+                return Err(Error::new(
+                    ErrorCode::ProviderExhausted,
+                    format!(
+                        "provider bucket {bucket_id} asks to wait {} ms, past the {max_wait} ms \
+                         limit (raise maxWaitMs to wait longer)",
+                        response.wait_ms
+                    ),
+                )
+                .with_detail(Detail::Cooldown { until_ms: until }));
+            }
+            return Ok(());
+        }
+        let tolerance_ms = response
+            .dispatch_tolerance_ms
+            .unwrap_or(LEGACY_TOLERANCE_MS);
+        match &mut state.block {
+            Some(block) if block.rules_key == target.rules_key => {
+                block.slots.extend(slots);
+                block
+                    .slots
+                    .make_contiguous()
+                    .sort_by_key(|s| s.at.unwrap_or(0));
+                block.tolerance_ms = tolerance_ms;
+            }
+            slot => {
+                let stale = slot.replace(Block {
+                    slots,
+                    rules_key: target.rules_key.clone(),
+                    rules: target.rules.clone(),
+                    token: target.token.clone(),
+                    tolerance_ms,
+                });
+                let gateway_now = response.server_now_ms.unwrap_or(0);
+                drop(buckets);
+                if let Some(stale) = stale {
+                    self.give_back(
+                        bucket_id,
+                        stale.token,
+                        &stale.rules,
+                        stale.slots.into(),
+                        gateway_now,
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How many permits one refill asks for: what the isolate will use within
+/// the horizon. That is at least every caller waiting now, and the recent
+/// draw rate's worth of the horizon (a rate measured while the isolate had
+/// permits to draw); a lone caller asks for one. Concurrency permits hold
+/// scarce slots, so only the waiting callers' worth.
+pub(super) struct Demand {
+    pub waiters: u64,
+    pub draw_rate_per_s: f64,
+    /// At least this many, because the last block ran out too soon.
+    pub grow_to: u64,
+}
+
+pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Millis) -> u64 {
+    let configured = rules
+        .iter()
+        .map(PacingRule::requests_per_second)
+        .fold(f64::INFINITY, f64::min);
+    // The gateway spaces every permit evenly, so a block may span more than
+    // one rule window; only the horizon bounds it.
+    let horizon_budget =
+        ((configured * horizon_ms as f64 / 1_000.0) as u64 + 1).clamp(1, limits::MAX_REQUESTED);
+    if let Some(max) = rules.iter().filter_map(|r| r.max_concurrency).min() {
+        return demand.waiters.max(1).min(max).min(horizon_budget);
+    }
+    let recent = (demand.draw_rate_per_s * horizon_ms as f64 / 1_000.0) as u64;
+    recent
+        .max(demand.grow_to)
+        .min(horizon_budget)
+        .max(demand.waiters)
+        .clamp(1, limits::MAX_REQUESTED)
+}
+
+/// A grant must carry one lease per permit exactly when the rules bound
+/// concurrency, and finite times; a grant without times (an older gateway)
+/// is usable at once.
+fn validate_grant(
+    bucket_id: &str,
+    rules: &[PacingRule],
+    response: &AcquireResponse,
+) -> Result<VecDeque<Slot>> {
+    let granted = response.granted as usize;
+    let leases = response.lease_ids.clone().unwrap_or_default();
+    let concurrency = has_concurrency(rules);
+    let bad = |message: String| Err(Error::new(ErrorCode::GatewayUnavailable, message));
+    if concurrency && leases.len() != granted {
+        return bad(format!(
+            "the gateway granted {granted} concurrency permits for {bucket_id} with {} lease ids",
+            leases.len()
+        ));
+    }
+    if !concurrency && !leases.is_empty() {
+        return bad(format!(
+            "the gateway returned {} lease ids for pure-rate bucket {bucket_id}",
+            leases.len()
+        ));
+    }
+    let times: Vec<Option<Millis>> = match &response.scheduled_at_ms {
+        Some(times) if times.len() != granted => {
+            return bad(format!(
+                "the gateway granted {granted} permits for {bucket_id} with {} dispatch times",
+                times.len()
+            ))
+        }
+        Some(times) => times.iter().copied().map(Some).collect(),
+        None => vec![None; granted],
+    };
+    let mut leases = leases.into_iter();
+    Ok(times
+        .into_iter()
+        .map(|at| Slot {
+            at,
+            lease: if concurrency { leases.next() } else { None },
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rate(n: u64) -> Vec<PacingRule> {
+        vec![PacingRule::new(n, 1_000)]
+    }
+
+    fn block_size(rules: &[PacingRule], waiters: u64, rate: f64, horizon_ms: Millis) -> u64 {
+        let demand = Demand {
+            waiters,
+            draw_rate_per_s: rate,
+            grow_to: 0,
+        };
+        super::block_size(rules, &demand, horizon_ms)
+    }
+
+    #[test]
+    fn a_lone_caller_asks_for_one_permit() {
+        assert_eq!(block_size(&rate(20), 1, 0.0, 1_000), 1);
+        assert_eq!(block_size(&rate(20), 1, 0.4, 1_000), 1);
+    }
+
+    #[test]
+    fn a_burst_asks_for_every_waiting_caller() {
+        assert_eq!(block_size(&rate(20), 8, 0.0, 1_000), 8);
+    }
+
+    #[test]
+    fn a_steady_draw_rate_asks_for_the_horizons_worth_of_it() {
+        assert_eq!(block_size(&rate(20), 1, 10.0, 1_000), 10);
+        assert_eq!(
+            block_size(&rate(20), 1, 50.0, 1_000),
+            21,
+            "capped by the horizon"
+        );
+        assert_eq!(block_size(&rate(20), 1, 50.0, 2_000), 41);
+    }
+
+    #[test]
+    fn callers_that_drain_a_block_and_come_straight_back_double_it_up_to_the_horizon() {
+        let demand = |grow_to| Demand {
+            waiters: 8,
+            draw_rate_per_s: 0.0,
+            grow_to,
+        };
+        assert_eq!(super::block_size(&rate(20), &demand(16), 1_000), 16);
+        assert_eq!(super::block_size(&rate(20), &demand(32), 1_000), 21);
+    }
+
+    #[test]
+    fn concurrency_blocks_hold_only_the_waiting_callers() {
+        let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(5)];
+        assert_eq!(block_size(&rules, 8, 30.0, 1_000), 5);
+        assert_eq!(block_size(&rules, 0, 0.0, 1_000), 1);
+    }
+}

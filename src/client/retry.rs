@@ -1,0 +1,41 @@
+//! The one retry loop of every gateway call a client makes: a transport
+//! failure is tried again after a short pause or two, then surfaces.
+//! Refusals the gateway meant (bad input, a forbidden scope, a budget) are
+//! answers, not failures, and are never retried.
+
+use std::future::Future;
+
+use super::runtime::Runtime;
+use crate::error::{Error, ErrorCode, Result};
+use crate::time::Millis;
+
+/// After a failed gateway call, retry after these delays, then surface it.
+pub const STORE_RETRY_DELAYS_MS: [Millis; 2] = [100, 250];
+
+/// Calls `call` until it answers or [`STORE_RETRY_DELAYS_MS`] run out. A
+/// caller that must be counted once across attempts (a budget charge)
+/// sends the same request, with the same idempotency key, every time.
+pub(crate) async fn with_retries<T, F>(rt: &dyn Runtime, mut call: impl FnMut() -> F) -> Result<T>
+where
+    F: Future<Output = Result<T>>,
+{
+    let mut delays = STORE_RETRY_DELAYS_MS.iter();
+    loop {
+        match call().await {
+            Err(e) if e.code == ErrorCode::GatewayUnavailable => match delays.next() {
+                Some(&delay) => rt.sleep(delay).await,
+                None => {
+                    return Err(Error {
+                        message: format!(
+                            "the gateway failed {} times: {}",
+                            STORE_RETRY_DELAYS_MS.len() + 1,
+                            e.message
+                        ),
+                        ..e
+                    })
+                }
+            },
+            other => return other,
+        }
+    }
+}

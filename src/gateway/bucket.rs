@@ -258,7 +258,7 @@ impl Bucket {
         // would hold back every caller booked after it.
         let wait_ms = if wanted == 0 {
             self.book_slot_turn(requested, now, lease_ttl)
-        } else if (times.len() as u64) < wanted {
+        } else if (times.len() as u64) < wanted || wanted > 1 {
             self.book_turn(wanted, now, horizon, adaptive_interval)
                 .max(u64::from(times.is_empty()))
         } else {

@@ -173,7 +173,7 @@ impl GatewayRateState {
             // start, until the horizon caps it).
             if let Some(at) = s.refill.exhausted_at.take() {
                 if s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms {
-                    s.refill.grow_to = s.refill.last_granted.saturating_mul(2);
+                    s.refill.grow_to = s.refill.last_granted.max(s.waiters).saturating_mul(2);
                 }
             }
             let demand = Demand {

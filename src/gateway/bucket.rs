@@ -201,9 +201,11 @@ impl Bucket {
     /// later than `horizon`, one lease each when the rules bound
     /// concurrency. Returned times go first; the timelines extend only for
     /// the rest.
+    #[allow(clippy::too_many_arguments)]
     pub fn grant(
         &mut self,
         requested: u64,
+        book_next_turn: bool,
         now: Micros,
         earliest: Micros,
         horizon: Micros,
@@ -253,13 +255,17 @@ impl Bucket {
                 ids_out.push(format_lease_id(id));
             }
         }
-        // A caller that got all it asked for books nothing: turns are for
-        // contention, and a turn booked for a caller that never comes back
-        // would hold back every caller booked after it.
+        // A caller whose callers drained its last block is booked its next
+        // turn with this grant, so it comes back to a full block instead of
+        // being refused first. A caller that got what it asked for and said
+        // nothing of more books nothing: its demand is met, and a turn
+        // booked for a caller that never comes back would hold back every
+        // caller booked after it.
         let wait_ms = if wanted == 0 {
             self.book_slot_turn(requested, now, lease_ttl)
-        } else if (times.len() as u64) < wanted || wanted > 1 {
-            self.book_turn(wanted, now, horizon, adaptive_interval)
+        } else if book_next_turn || self.contended(&times, wanted, earliest) {
+            let interval = self.turn_interval(adaptive_interval);
+            self.book_turn(wanted, now, horizon, interval)
                 .max(u64::from(times.is_empty()))
         } else {
             0
@@ -269,6 +275,28 @@ impl Bucket {
             lease_ids,
             wait_ms,
         }
+    }
+
+    /// Whether a grant fell short because other callers hold the timeline
+    /// (its first time is past the earliest the caller could take), rather
+    /// than because the caller asked for more than the horizon holds.
+    fn contended(&self, times: &[u64], wanted: u64, earliest: Micros) -> bool {
+        (times.len() as u64) < wanted
+            && times
+                .first()
+                .is_none_or(|&first| micros(first) > earliest.max(self.cooldown_until) + 1_000)
+    }
+
+    /// The spacing of the bucket's permits: its strictest timeline's, or the
+    /// adaptive rate's if that is wider.
+    fn turn_interval(&self, adaptive_interval: Micros) -> Micros {
+        self.timelines
+            .iter()
+            .map(|t| t.interval_us)
+            .chain([adaptive_interval])
+            .max()
+            .unwrap_or(0)
+            .max(1)
     }
 
     /// Credits the adaptive rate with every granted permit that has
@@ -324,21 +352,7 @@ impl Bucket {
     /// honour it come back one at a time to full blocks instead of polling
     /// together for scraps, which keeps gateway round trips per permit low
     /// when many isolates contend.
-    fn book_turn(
-        &mut self,
-        wanted: u64,
-        now: Micros,
-        horizon: Micros,
-        adaptive_interval: Micros,
-    ) -> u64 {
-        let interval = self
-            .timelines
-            .iter()
-            .map(|t| t.interval_us)
-            .chain([adaptive_interval])
-            .max()
-            .unwrap_or(0)
-            .max(1);
+    fn book_turn(&mut self, wanted: u64, now: Micros, horizon: Micros, interval: Micros) -> u64 {
         let reach = horizon - now;
         let booked = wanted.min(reach / interval + 1);
         let turn_start = self.turns_tat.max(self.next_free(now));

@@ -204,6 +204,7 @@ impl GatewayCore {
             .saturating_add(req.observed_successes);
         let grant = bucket.grant(
             req.requested,
+            req.book_next_turn,
             now,
             now + micros(lead),
             horizon,

@@ -114,6 +114,14 @@ impl<'a> Fields<'a> {
         }
     }
 
+    pub fn opt_bool(&self, field: &str) -> Result<Option<bool>> {
+        match self.present(field) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(self.wrong(field, "a boolean", other)),
+        }
+    }
+
     /// An integer in `min..=max`. `3.0` counts as the integer 3 (JS has one
     /// number type); `3.5`, strings and booleans do not.
     pub fn integer(&self, field: &str, min: u64, max: u64) -> Result<u64> {

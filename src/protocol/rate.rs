@@ -34,6 +34,12 @@ pub struct AcquireRequest {
     /// older gateway ignores them (the times are then simply not used).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub returned_at_ms: Vec<u64>,
+    /// The client's callers drained its last block and came straight back:
+    /// it will want another block as soon as this one is drawn, so the
+    /// gateway books its next turn with this grant (and says when, in
+    /// `waitMs`) instead of letting it come back to be refused.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub book_next_turn: bool,
 }
 
 impl Message for AcquireRequest {
@@ -50,6 +56,7 @@ impl Message for AcquireRequest {
             scheduler_schema: schema(&f)?,
             dispatch_lead_ms: f.opt_integer("dispatchLeadMs", 0, limits::MAX_DISPATCH_LEAD_MS)?,
             returned_at_ms: returned_times(&f)?,
+            book_next_turn: f.opt_bool("bookNextTurn")?.unwrap_or(false),
         })
     }
 }

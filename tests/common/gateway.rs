@@ -12,6 +12,7 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         scheduler_schema: None,
         dispatch_lead_ms: None,
         returned_at_ms: Vec::new(),
+        book_next_turn: false,
     }
 }
 

@@ -228,7 +228,12 @@ impl GatewayRateState {
         let (token, rules) = (block.token.clone(), block.rules.clone());
         if block.slots.is_empty() {
             state.block = None;
-            state.refill.exhausted_at = Some(now);
+            // Drained by a caller while nobody else waited: the block ran out
+            // just as demand caught up with it (not emptied by permits that
+            // died unused, nor short of callers it never served).
+            if drawn.is_some() && state.waiters == 0 {
+                state.refill.exhausted_at = Some(now);
+            }
         }
         if drawn.is_some() {
             state.demand.draw(now);

@@ -26,19 +26,28 @@ pub(super) struct Refill {
     pub not_before: Millis,
     /// When callers began waiting on the refill in flight.
     started_at: Millis,
-    /// How many permits the last grant brought.
-    pub last_granted: u64,
     /// When the block last ran dry.
     pub exhausted_at: Option<Millis>,
-    /// The size the next grant should reach, kept across refusals until a
-    /// grant comes.
-    grow_to: u64,
+    ever_granted: bool,
+    /// The gateway has answered this bucket before.
+    answered: bool,
+    /// Callers drained the last block and came straight back for more: the
+    /// isolate would use all the horizon holds. Kept across refusals until
+    /// a grant comes.
+    draining: bool,
     /// Notified when a refill lands, for the caller that started it (its
     /// own I/O, so waking it is safe in workerd).
     landed_event: Event,
 }
 
 impl Refill {
+    /// The isolate's demand turned out smaller than it asked for: its next
+    /// refill need not wait for the turn the gateway booked for it.
+    pub fn forget_turn(&mut self) {
+        self.not_before = 0;
+        self.draining = false;
+    }
+
     pub fn is_idle(&self) -> bool {
         !self.running && self.error.is_none()
     }
@@ -167,24 +176,32 @@ impl GatewayRateState {
         }
         let sent = self.inner.rt.now_ms();
         let horizon_ms = self.inner.options.block_horizon_ms;
-        let (requested, observed_successes, lead) = self.state(bucket_id, |s| {
-            // Callers drained the last block and came straight back for
-            // more: they could use a bigger one (doubling, like a slow
-            // start, until the horizon caps it).
+        let (requested, observed_successes, lead, book_next_turn) = self.state(bucket_id, |s| {
             if let Some(at) = s.refill.exhausted_at.take() {
-                if s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms {
-                    s.refill.grow_to = s.refill.last_granted.max(s.waiters).saturating_mul(2);
-                }
+                s.refill.draining |=
+                    s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms;
             }
+            // Several callers at once at a bucket never granted look the
+            // same as a closed loop starting: ask for the horizon (what a
+            // burst does not use goes back).
+            let first_burst = !s.refill.ever_granted && s.waiters > 1;
             let demand = Demand {
                 waiters: s.waiters,
                 draw_rate_per_s: s.demand.rate_at(sent),
-                grow_to: s.refill.grow_to,
+                draining: s.refill.draining || first_burst,
             };
+            let requested = block_size(&target.rules, &demand, horizon_ms);
+            // An isolate that will use a whole horizon comes back for more
+            // as soon as it is drawn: book that turn now.
+            let whole_horizon = requested >= horizon_budget(&target.rules, horizon_ms);
+            // A first request's size is a guess; only a guess that turned
+            // out queued behind the fleet is worth a turn.
+            let guessing = first_burst && !s.refill.answered;
             (
-                block_size(&target.rules, &demand, horizon_ms),
+                requested,
                 s.pending_successes,
                 s.clock.lead_ms(),
+                whole_horizon && !guessing && !has_concurrency(&target.rules),
             )
         });
         let request = AcquireRequest {
@@ -196,6 +213,7 @@ impl GatewayRateState {
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
             dispatch_lead_ms: Some(lead),
             returned_at_ms: self.take_returns(bucket_id, &target.rules_key),
+            book_next_turn,
         };
         let response =
             with_retries(&*self.inner.rt, || self.inner.port.acquire(request.clone())).await?;
@@ -227,9 +245,10 @@ impl GatewayRateState {
             state.effective_rps = Some(rps);
         }
         state.refill.not_before = received.saturating_add(response.wait_ms);
+        state.refill.answered = true;
         if response.granted > 0 {
-            state.refill.last_granted = response.granted;
-            state.refill.grow_to = 0;
+            state.refill.draining = false;
+            state.refill.ever_granted = true;
             // Time spent waiting for permits is not time without demand:
             // an isolate queued behind the fleet draws nothing because it
             // has nothing to draw.
@@ -328,8 +347,10 @@ impl GatewayRateState {
 pub(super) struct Demand {
     pub waiters: u64,
     pub draw_rate_per_s: f64,
-    /// At least this many, because the last block ran out too soon.
-    pub grow_to: u64,
+    /// The last block ran out with callers still wanting more: a closed
+    /// loop of callers that will use every permit the horizon holds (an
+    /// over-sized block costs nothing: what goes unused goes back).
+    pub draining: bool,
 }
 
 pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Millis) -> u64 {
@@ -344,12 +365,23 @@ pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Mill
     if let Some(max) = rules.iter().filter_map(|r| r.max_concurrency).min() {
         return demand.waiters.max(1).min(max).min(horizon_budget);
     }
-    let recent = (demand.draw_rate_per_s * horizon_ms as f64 / 1_000.0) as u64;
-    recent
-        .max(demand.grow_to)
-        .min(horizon_budget)
-        .max(demand.waiters)
-        .clamp(1, limits::MAX_REQUESTED)
+    let recent = if demand.draining {
+        horizon_budget
+    } else {
+        ((demand.draw_rate_per_s * horizon_ms as f64 / 1_000.0) as u64).min(horizon_budget)
+    };
+    recent.max(demand.waiters).clamp(1, limits::MAX_REQUESTED)
+}
+
+/// The most permits one block can hold: the horizon's worth at the
+/// configured rate. The gateway spaces every permit evenly, so a block may
+/// span more than one rule window; only the horizon bounds it.
+fn horizon_budget(rules: &[PacingRule], horizon_ms: Millis) -> u64 {
+    let configured = rules
+        .iter()
+        .map(PacingRule::requests_per_second)
+        .fold(f64::INFINITY, f64::min);
+    ((configured * horizon_ms as f64 / 1_000.0) as u64 + 1).clamp(1, limits::MAX_REQUESTED)
 }
 
 /// A grant must carry one lease per permit exactly when the rules bound
@@ -408,7 +440,7 @@ mod tests {
         let demand = Demand {
             waiters,
             draw_rate_per_s: rate,
-            grow_to: 0,
+            draining: false,
         };
         super::block_size(rules, &demand, horizon_ms)
     }
@@ -436,14 +468,14 @@ mod tests {
     }
 
     #[test]
-    fn callers_that_drain_a_block_and_come_straight_back_double_it_up_to_the_horizon() {
-        let demand = |grow_to| Demand {
+    fn callers_that_drain_a_block_and_come_straight_back_ask_for_the_whole_horizon() {
+        let demand = Demand {
             waiters: 8,
             draw_rate_per_s: 0.0,
-            grow_to,
+            draining: true,
         };
-        assert_eq!(super::block_size(&rate(20), &demand(16), 1_000), 16);
-        assert_eq!(super::block_size(&rate(20), &demand(32), 1_000), 21);
+        assert_eq!(super::block_size(&rate(20), &demand, 1_000), 21);
+        assert_eq!(super::block_size(&rate(20), &demand, 2_000), 41);
     }
 
     #[test]

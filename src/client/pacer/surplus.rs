@@ -75,6 +75,11 @@ impl GatewayRateState {
             let gateway_now = now.saturating_add_signed(s.clock.offset_ms());
             let block = s.block.as_mut()?;
             let slots = block.surplus(now, &s.clock, rate);
+            if !slots.is_empty() {
+                // Demand fell short of the block: a turn booked for more is
+                // not this isolate's to wait for.
+                s.refill.forget_turn();
+            }
             (!slots.is_empty())
                 .then(|| (block.token.clone(), block.rules.clone(), slots, gateway_now))
         });

@@ -48,21 +48,18 @@ fn clients_of_one_bucket_share_one_evenly_spaced_timeline() {
 }
 
 #[test]
-fn grants_stop_at_the_horizon_and_each_answer_says_when_to_come_back() {
+fn grants_stop_at_the_horizon_and_a_client_whose_ask_was_met_books_no_turn() {
     let mut g = core();
     let rules = [per_second(20)];
     let first = g.acquire(&acquire("org:p", &rules, 100), T0).unwrap();
     assert_eq!(first.granted, 21, "times T0..=T0+1000 fit a 1 s horizon");
     assert_eq!(*first.scheduled_at_ms.unwrap().last().unwrap(), T0 + 1_000);
-    assert_eq!(
-        first.wait_ms, 1_050,
-        "its next block of 21 starts at T0+1050"
-    );
+    assert_eq!(first.wait_ms, 0, "nobody else held the timeline: no turn");
     let refused = g.acquire(&acquire("org:p", &rules, 1), T0 + 10).unwrap();
     assert_eq!(refused.granted, 0);
     assert_eq!(
-        refused.wait_ms, 2_090,
-        "its turn comes after the first client's"
+        refused.wait_ms, 1_040,
+        "its turn is the timeline's next free time, T0+1050, not after a turn nobody booked"
     );
 }
 
@@ -70,20 +67,19 @@ fn grants_stop_at_the_horizon_and_each_answer_says_when_to_come_back() {
 fn turns_line_refused_clients_up_one_full_block_after_another() {
     let mut g = core();
     let rules = [per_second(20)];
-    let a = g.acquire(&acquire("org:p", &rules, 21), T0).unwrap();
-    let b = g.acquire(&acquire("org:p", &rules, 21), T0).unwrap();
-    let c = g.acquire(&acquire("org:p", &rules, 21), T0).unwrap();
+    let closed_loop = || {
+        let mut req = acquire("org:p", &rules, 21);
+        req.book_next_turn = true;
+        req
+    };
+    let a = g.acquire(&closed_loop(), T0).unwrap();
+    let b = g.acquire(&closed_loop(), T0).unwrap();
+    let c = g.acquire(&closed_loop(), T0).unwrap();
     assert_eq!((a.granted, b.granted, c.granted), (21, 0, 0));
     assert_eq!((a.wait_ms, b.wait_ms, c.wait_ms), (1_050, 2_100, 3_150));
-    let a2 = g
-        .acquire(&acquire("org:p", &rules, 21), T0 + a.wait_ms)
-        .unwrap();
-    let b2 = g
-        .acquire(&acquire("org:p", &rules, 21), T0 + b.wait_ms)
-        .unwrap();
-    let c2 = g
-        .acquire(&acquire("org:p", &rules, 21), T0 + c.wait_ms)
-        .unwrap();
+    let a2 = g.acquire(&closed_loop(), T0 + a.wait_ms).unwrap();
+    let b2 = g.acquire(&closed_loop(), T0 + b.wait_ms).unwrap();
+    let c2 = g.acquire(&closed_loop(), T0 + c.wait_ms).unwrap();
     for (turn, start) in [(a2, T0 + 1_050), (b2, T0 + 2_100), (c2, T0 + 3_150)] {
         assert_eq!(
             turn.granted, 21,
@@ -91,6 +87,103 @@ fn turns_line_refused_clients_up_one_full_block_after_another() {
         );
         assert_eq!(turn.scheduled_at_ms.unwrap()[0], start);
     }
+}
+
+#[test]
+fn a_turn_booked_for_a_client_that_never_returns_delays_nobody_past_its_own_time() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let mut evicted = acquire("org:p", &rules, 21);
+    evicted.book_next_turn = true;
+    let gone = g.acquire(&evicted, T0).unwrap();
+    assert_eq!(gone.wait_ms, 1_050, "booked T0+1050..T0+2100, never used");
+    // Long after that turn's time, a newcomer is served at once.
+    let later = g.acquire(&acquire("org:p", &rules, 3), T0 + 2_200).unwrap();
+    assert_eq!(later.granted, 3);
+    assert_eq!(later.scheduled_at_ms.unwrap()[0], T0 + 2_200);
+    assert_eq!(later.wait_ms, 0);
+}
+
+#[test]
+fn returned_times_go_to_the_next_acquirer_before_the_timeline_extends() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let block = g.acquire(&acquire("org:p", &rules, 10), T0).unwrap();
+    let times = block.scheduled_at_ms.unwrap();
+    let mut giving_back = acquire("org:p", &rules, 1);
+    giving_back.returned_at_ms = times[5..].to_vec();
+    let next = g.acquire(&giving_back, T0 + 100).unwrap();
+    assert_eq!(
+        next.scheduled_at_ms.unwrap(),
+        [T0 + 250],
+        "the earliest returned time that is still ahead"
+    );
+    let view = g.bucket("org:p", None, T0 + 100).unwrap().unwrap();
+    assert_eq!(view.returned_permits, 4);
+    let after = g.acquire(&acquire("org:p", &rules, 6), T0 + 100).unwrap();
+    assert_eq!(
+        after.scheduled_at_ms.unwrap(),
+        [T0 + 300, T0 + 350, T0 + 400, T0 + 450, T0 + 500, T0 + 550],
+        "four returned times, then the timeline from where it stood"
+    );
+}
+
+#[test]
+fn a_time_returned_twice_or_never_granted_or_past_comes_back_once_or_not_at_all() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let block = g.acquire(&acquire("org:p", &rules, 4), T0).unwrap();
+    let times = block.scheduled_at_ms.unwrap();
+    let mut bogus = release("org:p", &rules, Vec::new());
+    bogus.returned_at_ms = vec![times[3], times[3], T0 + 175, times[0]];
+    g.release(&bogus, T0 + 10).unwrap();
+    let view = g.bucket("org:p", None, T0 + 10).unwrap().unwrap();
+    assert_eq!(
+        view.returned_permits, 1,
+        "one real time ahead; the copy, an invented time and a past one are ignored"
+    );
+}
+
+#[test]
+fn a_rate_cut_voids_returned_times_and_those_granted_before_it() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let block = g.acquire(&acquire("org:p", &rules, 10), T0).unwrap();
+    let times = block.scheduled_at_ms.unwrap();
+    let mut early = release("org:p", &rules, Vec::new());
+    early.returned_at_ms = times[5..7].to_vec();
+    g.release(&early, T0 + 10).unwrap();
+    g.penalize(&penalize("org:p", 100), T0 + 20).unwrap();
+    let mut late = release("org:p", &rules, Vec::new());
+    late.returned_at_ms = times[7..].to_vec();
+    g.release(&late, T0 + 30).unwrap();
+    let view = g.bucket("org:p", None, T0 + 30).unwrap().unwrap();
+    assert_eq!(
+        view.returned_permits, 0,
+        "times spaced for the old rate never come back after a cut"
+    );
+}
+
+#[test]
+fn a_dispatch_lead_keeps_the_first_permit_clear_of_the_trip_back_and_the_tolerance_is_announced() {
+    let config = GatewayConfig {
+        window_guard_ms: 25,
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 7).unwrap();
+    let rules = [per_second(20)];
+    let mut req = acquire("org:p", &rules, 2);
+    req.dispatch_lead_ms = Some(15);
+    let r = g.acquire(&req, T0).unwrap();
+    assert_eq!(r.scheduled_at_ms.unwrap(), [T0 + 15, T0 + 67]);
+    assert_eq!(r.dispatch_tolerance_ms, Some(25));
+    req.dispatch_lead_ms = Some(9_000);
+    let capped = g.acquire(&req, T0 + 200).unwrap();
+    assert_eq!(
+        capped.scheduled_at_ms.unwrap()[0],
+        T0 + 700,
+        "a lead past half the horizon is cut to half"
+    );
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::rc::Rc;
 use common::port::{block_on, spawn, ScriptedPort};
 use paceline::client::{
     AbortSignal, BudgetState, GatewayPort, GatewayRateState, LocalBudgetState, PacerOptions,
-    Runtime, REFILL_POLL_MS,
+    Runtime, DEFAULT_LEAD_MS,
 };
 use paceline::gateway::BucketView;
 use paceline::governor::{
@@ -423,10 +423,11 @@ fn a_429_for_a_tool_penalizes_the_bucket_its_permit_came_from() {
             .unwrap();
     });
     let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
-    // Each of the two acquires waited one refill poll before the 429.
+    // Each of the two acquires' first permit came one dispatch lead after
+    // it asked.
     assert_eq!(
         cooldown("org:apollo:cred-x"),
-        Some(T0 + 2 * REFILL_POLL_MS + 2_000)
+        Some(T0 + 2 * DEFAULT_LEAD_MS + 2_000)
     );
     assert_eq!(cooldown("org:apollo:cred-y"), None);
     assert_eq!(cooldown("org:apollo"), None, "no org bucket was made");
@@ -475,7 +476,7 @@ fn a_429_in_call_tool_penalizes_the_scoped_bucket_and_is_retried_after_the_coold
     .unwrap();
     assert_eq!(answer.status, 200);
     let sent = sent.borrow();
-    assert_eq!(sent[0], REFILL_POLL_MS);
+    assert_eq!(sent[0], DEFAULT_LEAD_MS);
     assert!(
         sent[1] >= 3_000,
         "retried inside the cooldown at +{}",
@@ -536,7 +537,7 @@ fn a_late_429_lands_in_the_scope_its_own_permit_came_from() {
     let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
     assert_eq!(
         cooldown("org:apollo:cred-1"),
-        Some(T0 + REFILL_POLL_MS + 2_500)
+        Some(T0 + DEFAULT_LEAD_MS + 2_500)
     );
     assert!(rig.bucket("org:apollo:cred-2").is_some(), "the fast call's");
     assert_eq!(cooldown("org:apollo:cred-2"), None);
@@ -567,7 +568,7 @@ fn a_429_on_the_last_attempt_is_still_reported_and_returned() {
     let bucket = rig.bucket("org:apollo").unwrap();
     assert_eq!(
         bucket.cooldown_until_ms,
-        Some(T0 + REFILL_POLL_MS + DEFAULT_RETRY_AFTER_MS),
+        Some(T0 + DEFAULT_LEAD_MS + DEFAULT_RETRY_AFTER_MS),
         "no Retry-After: one second"
     );
     assert_eq!(bucket.live_leases, 0);

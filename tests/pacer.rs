@@ -7,7 +7,7 @@ use std::rc::Rc;
 use common::port::{block_on, spawn, ScriptedPort};
 use paceline::client::{
     AbortSignal, GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime,
-    REFILL_POLL_MS,
+    DEFAULT_LEAD_MS,
 };
 use paceline::protocol::PacingRule;
 use paceline::sim::SimRuntime;
@@ -63,32 +63,18 @@ fn times_of(
     })
 }
 
-#[test]
-fn a_block_is_drawn_earliest_first_each_permit_at_its_time_for_one_round_trip() {
-    let (rt, port, pacer) = setup(0);
-    // The first waits one refill poll after the block lands; the rest keep
-    // their gaps from it.
-    let poll = REFILL_POLL_MS;
-    assert_eq!(
-        times_of(&rt, &pacer, rate(20), 5),
-        [poll, poll + 50, poll + 100, poll + 150, poll + 200]
-    );
-    assert_eq!(port.acquires.borrow().len(), 1);
-    assert_eq!(
-        port.acquires.borrow()[0].requested,
-        21,
-        "a horizon's worth at 20/s"
-    );
-}
-
-#[test]
-fn one_refill_serves_every_caller_waiting_on_it() {
-    let (rt, port, pacer) = setup(0);
-    let rules = rate(20);
-    let handles: Vec<_> = (0..8)
+/// Starts `n` callers at once; returns when each was handed its permit,
+/// earliest first.
+fn times_together(
+    rt: &SimRuntime,
+    pacer: &GatewayRateState,
+    rules: Vec<PacingRule>,
+    n: usize,
+) -> Vec<u64> {
+    let handles: Vec<_> = (0..n)
         .map(|_| {
             let (pacer, rules, rt2) = (pacer.clone(), rules.clone(), rt.clone());
-            spawn(&rt, async move {
+            spawn(rt, async move {
                 let _p = take(&pacer, &rules, None).await.unwrap();
                 rt2.now_ms() - T0
             })
@@ -100,18 +86,57 @@ fn one_refill_serves_every_caller_waiting_on_it() {
         .map(|h| h.borrow_mut().take().unwrap())
         .collect();
     times.sort_unstable();
-    let expected: Vec<u64> = (0..8).map(|i| REFILL_POLL_MS + 50 * i).collect();
-    assert_eq!(times, expected);
+    times
+}
+
+#[test]
+fn one_refill_serves_every_caller_waiting_on_it_each_at_its_time() {
+    let (rt, port, pacer) = setup(0);
+    let lead = DEFAULT_LEAD_MS;
+    let expected: Vec<u64> = (0..8).map(|i| lead + 50 * i).collect();
+    assert_eq!(times_together(&rt, &pacer, rate(20), 8), expected);
     assert_eq!(port.acquires.borrow().len(), 1, "single-flight refill");
+    assert_eq!(
+        port.acquires.borrow()[0].requested,
+        21,
+        "several callers at once ask for a horizon's worth at 20/s"
+    );
+}
+
+#[test]
+fn a_lone_caller_asks_for_one_permit_at_a_time() {
+    let (rt, port, pacer) = setup(0);
+    assert_eq!(
+        times_of(&rt, &pacer, rate(20), 3),
+        [DEFAULT_LEAD_MS, DEFAULT_LEAD_MS + 50, DEFAULT_LEAD_MS + 100]
+    );
+    let asked: Vec<u64> = port.acquires.borrow().iter().map(|a| a.requested).collect();
+    assert_eq!(asked, [1, 1, 1], "no permit bought that nobody uses");
+}
+
+#[test]
+fn the_first_request_asks_for_a_lead_and_later_ones_for_half_the_round_trip() {
+    let (rt, port, pacer) = setup(0);
+    times_of(&rt, &pacer, rate(20), 2);
+    let leads: Vec<Option<u64>> = port
+        .acquires
+        .borrow()
+        .iter()
+        .map(|a| a.dispatch_lead_ms)
+        .collect();
+    assert_eq!(
+        leads,
+        [Some(DEFAULT_LEAD_MS), Some(1)],
+        "an in-process port answers at once"
+    );
 }
 
 #[test]
 fn the_wait_until_a_dispatch_time_is_corrected_for_the_gateways_clock() {
     let (rt, _port, pacer) = setup(5_000);
-    let poll = REFILL_POLL_MS;
     assert_eq!(
-        times_of(&rt, &pacer, rate(20), 3),
-        [poll, poll + 50, poll + 100],
+        times_together(&rt, &pacer, rate(20), 3),
+        [DEFAULT_LEAD_MS, DEFAULT_LEAD_MS + 50, DEFAULT_LEAD_MS + 100],
         "server 5 s ahead, no extra wait"
     );
 }
@@ -177,7 +202,7 @@ fn permits_released_together_go_back_in_one_batch() {
 fn gateway_failures_are_retried_after_100_and_250_ms_then_surface() {
     let (rt, port, pacer) = setup(0);
     port.refuse.set(2);
-    assert_eq!(times_of(&rt, &pacer, rate(20), 1), [350]);
+    assert_eq!(times_of(&rt, &pacer, rate(20), 1), [350 + DEFAULT_LEAD_MS]);
     let (rt, port, pacer) = setup(0);
     port.refuse.set(3);
     let rules = rate(20);
@@ -219,8 +244,7 @@ fn a_grant_from_an_older_gateway_without_times_is_usable_at_once() {
         r.scheduled_at_ms = None;
         r
     }));
-    let poll = REFILL_POLL_MS;
-    assert_eq!(times_of(&rt, &pacer, rate(20), 3), [poll, poll, poll]);
+    assert_eq!(times_of(&rt, &pacer, rate(20), 3), [0, 0, 0]);
 }
 
 #[test]
@@ -244,23 +268,18 @@ fn a_wait_past_the_limit_fails_fast_with_provider_exhausted_and_its_cooldown() {
 
 #[test]
 fn penalize_drops_the_cached_block_so_the_cooldown_applies_to_the_next_call() {
-    let (rt, port, pacer) = setup(0);
+    let (rt, _port, pacer) = setup(0);
     let rules = rate(20);
+    times_together(&rt, &pacer, rules.clone(), 2);
     let (p, r, rt2) = (pacer.clone(), rules.clone(), rt.clone());
     let next = block_on(&rt, async move {
-        drop(take(&p, &r, None).await.unwrap());
         p.penalize(BUCKET, None, 2_000).await.unwrap();
         let _again = take(&p, &r, None).await.unwrap();
         rt2.now_ms() - T0
     });
     assert!(
         next >= 2_000,
-        "dispatched inside the cooldown at +{next} ms"
-    );
-    assert_eq!(
-        port.acquires.borrow().len(),
-        2,
-        "the cached 20 permits were not drawn"
+        "a cached permit was dispatched inside the cooldown at +{next} ms"
     );
 }
 
@@ -322,10 +341,11 @@ fn successes_ride_on_the_next_acquire() {
         .iter()
         .map(|a| a.observed_successes)
         .collect();
+    assert_eq!(sent[0], 0);
     assert_eq!(
-        sent,
-        [0, 1, 1],
-        "each refill reports what was seen since the last"
+        sent.iter().sum::<u64>(),
+        2,
+        "each success before the last refill is reported once: {sent:?}"
     );
 }
 
@@ -353,10 +373,12 @@ fn the_local_rate_state_paces_with_its_own_scheduler() {
     let rt = SimRuntime::new(T0);
     let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
     let local = GatewayRateState::local(runtime, PacerOptions::default(), 1);
-    let poll = REFILL_POLL_MS;
+    // Its scheduler keeps a 25 ms window guard for late JS timers, so 10/s
+    // is spaced 102.5 ms.
+    let lead = DEFAULT_LEAD_MS;
     assert_eq!(
         times_of(&rt, &local, rate(10), 3),
-        [poll, poll + 100, poll + 200]
+        [lead, lead + 103, lead + 205]
     );
 }
 
@@ -381,5 +403,34 @@ fn a_release_settles_once_its_batch_has_reached_the_gateway() {
     assert!(
         at >= released_at + PacerOptions::default().release_linger_ms,
         "{at}"
+    );
+}
+
+#[test]
+fn a_permit_bought_with_one_scope_token_never_serves_a_caller_with_another() {
+    let (rt, port, pacer) = setup(0);
+    let rules = rate(20);
+    times_together(&rt, &pacer, rules.clone(), 2);
+    let (p, r) = (pacer.clone(), rules.clone());
+    block_on(&rt, async move {
+        let _other = p
+            .acquire(PermitRequest {
+                bucket_id: BUCKET,
+                rate_scope_token: Some("another-token"),
+                rules: &r,
+                signal: None,
+            })
+            .await
+            .unwrap();
+    });
+    let acquires = port.acquires.borrow();
+    assert_eq!(
+        acquires.len(),
+        2,
+        "the other token asked the gateway itself"
+    );
+    assert_eq!(
+        acquires[1].rate_scope_token.as_deref(),
+        Some("another-token")
     );
 }

@@ -9,6 +9,7 @@
 use std::collections::VecDeque;
 
 use super::clock::ClockSync;
+use super::refill::Target;
 use crate::protocol::PacingRule;
 use crate::time::Millis;
 
@@ -42,6 +43,12 @@ pub(super) struct Drawn {
 }
 
 impl Block {
+    /// Whether this block's permits are for a caller with these rules and
+    /// this scope token.
+    pub fn serves(&self, target: &Target) -> bool {
+        self.rules_key == target.rules_key && self.token == target.token
+    }
+
     /// Takes the earliest permit still good at `now`. Dead ones are moved
     /// to `dead` (their leases must go back).
     pub fn draw(&mut self, now: Millis, clock: &ClockSync, dead: &mut Vec<Slot>) -> Option<Drawn> {
@@ -85,6 +92,18 @@ impl Block {
             return Vec::new();
         }
         self.slots.split_off(keep).into()
+    }
+
+    /// Takes out the permits whose time and tolerance have passed.
+    pub fn take_dead(&mut self, now: Millis, clock: &ClockSync) -> Vec<Slot> {
+        let alive = self
+            .slots
+            .iter()
+            .position(|s| {
+                s.at.is_none_or(|at| clock.to_local(at).saturating_add(self.tolerance_ms) >= now)
+            })
+            .unwrap_or(self.slots.len());
+        self.slots.drain(..alive).collect()
     }
 
     /// The local due time of the earliest permit, if it has one.
@@ -180,13 +199,23 @@ mod tests {
     }
 
     #[test]
-    fn demand_decays_with_time() {
+    fn the_draw_rate_follows_a_steady_demand_and_decays_when_it_stops() {
         let mut d = DrawRate::default();
-        for t in 0..10 {
+        for t in 0..100 {
             d.draw(t * 100);
         }
-        let busy = d.rate_at(900);
-        assert!(busy > 5.0, "{busy}");
-        assert!(d.rate_at(5_900) < busy / 100.0);
+        let busy = d.rate_at(9_900);
+        assert!((9.0..11.0).contains(&busy), "{busy}");
+        assert!(d.rate_at(19_900) < 0.1, "{}", d.rate_at(19_900));
+    }
+
+    #[test]
+    fn time_without_permits_to_draw_is_left_out_of_the_decay() {
+        let mut d = DrawRate::default();
+        for t in 0..100 {
+            d.draw(t * 100);
+        }
+        d.skip(10_000);
+        assert!(d.rate_at(19_900) > 9.0);
     }
 }

@@ -205,12 +205,10 @@ impl GatewayRateState {
         let mut dead = Vec::new();
         let mut buckets = self.inner.buckets.borrow_mut();
         let state = buckets.get_mut(&target.bucket_id)?;
-        if state
-            .block
-            .as_ref()
-            .is_some_and(|b| b.rules_key != target.rules_key)
-        {
-            // The caller's rules changed: the old block is not for them.
+        if state.block.as_ref().is_some_and(|b| !b.serves(target)) {
+            // The caller's rules or scope token changed: the old block is not
+            // for them (a permit bought with one token never serves a caller
+            // that brings another).
             let stale = state.block.take().expect("checked");
             let gateway_now = now.saturating_add_signed(state.clock.offset_ms());
             drop(buckets);

@@ -215,9 +215,15 @@ impl GatewayRateState {
             returned_at_ms: self.take_returns(bucket_id, &target.rules_key),
             book_next_turn,
         };
-        let response =
-            with_retries(&*self.inner.rt, || self.inner.port.acquire(request.clone())).await?;
-        let received = self.inner.rt.now_ms();
+        // The round trip is timed on the attempt that answered, not across
+        // the pauses between retries.
+        let sent = std::cell::Cell::new(sent);
+        let response = with_retries(&*self.inner.rt, || {
+            sent.set(self.inner.rt.now_ms());
+            self.inner.port.acquire(request.clone())
+        })
+        .await?;
+        let (sent, received) = (sent.get(), self.inner.rt.now_ms());
         self.state(bucket_id, |s| {
             s.pending_successes = s.pending_successes.saturating_sub(observed_successes);
         });
@@ -306,7 +312,7 @@ impl GatewayRateState {
             .dispatch_tolerance_ms
             .unwrap_or(LEGACY_TOLERANCE_MS);
         match &mut state.block {
-            Some(block) if block.rules_key == target.rules_key => {
+            Some(block) if block.serves(target) => {
                 block.slots.extend(slots);
                 block
                     .slots

@@ -34,7 +34,17 @@ impl GatewayRateState {
     async fn watch(self, bucket_id: String) {
         loop {
             let now = self.inner.rt.now_ms();
+            let mut dead = None;
             let step = self.state(&bucket_id, |s| {
+                if let Some(block) = s.block.as_mut() {
+                    let gone = block.take_dead(now, &s.clock);
+                    if !gone.is_empty() {
+                        dead = Some((block.token.clone(), block.rules.clone(), gone));
+                    }
+                    if block.slots.is_empty() {
+                        s.block = None;
+                    }
+                }
                 let next_due = s.block.as_ref().and_then(|b| b.next_due(&s.clock));
                 let Some(due) = next_due else {
                     s.watching = false;
@@ -51,12 +61,17 @@ impl GatewayRateState {
                     Step::Sleep(REFILL_POLL_MS)
                 }
             });
+            if let Some((token, rules, slots)) = dead {
+                let leases = slots.into_iter().filter_map(|s| s.lease).collect();
+                self.queue(&bucket_id, token, &rules, leases, Vec::new());
+            }
             match step {
                 Step::Stop => return,
                 Step::Sleep(ms) => self.inner.rt.sleep(ms).await,
                 Step::GiveBack => {
                     self.give_back_surplus(&bucket_id, now);
-                    // The earliest permit stays; look again once it is gone.
+                    // The earliest permit stays; look again once it is
+                    // drawn or dead.
                     let until_gone = self.state(&bucket_id, |s| {
                         let block = s.block.as_ref();
                         let due = block.and_then(|b| b.next_due(&s.clock)).unwrap_or(now);

@@ -7,8 +7,9 @@
 use std::time::Instant;
 
 use paceline::sim::scenarios::{
-    concurrency_with_deaths, gateway_outage, hidden_limit, saturated, time_to_reach, DEATHS_AT_MS,
-    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS,
+    bursty, churning, concurrency_with_deaths, gateway_outage, hidden_limit, per_request_state,
+    ramp, saturated, shape_figures, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
+    LIMIT_RISES_AT_MS, OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -30,6 +31,54 @@ fn row(
         figures(&r),
         wall.as_secs_f64() * 1e3,
     );
+}
+
+/// One traffic shape beside its oracle (one central FIFO, no round trips).
+fn shape_row(shape: &str, config: &FleetConfig) {
+    let start = Instant::now();
+    let r = run_fleet(config);
+    let wall = start.elapsed();
+    let f = shape_figures(config, &r);
+    // A closed loop's demand has no arrival times, so no oracle.
+    let oracle = if config.arrivals.is_some() {
+        format!("{:.0} / {:.0} ms", f.oracle_p50_ms, f.oracle_p99_ms)
+    } else {
+        "closed loop".to_owned()
+    };
+    println!(
+        "| {shape} | {}/{} | {:.1}% | {:.0} / {:.0} ms | {oracle} | {:.3} | {:.1} ms |",
+        f.densest,
+        config.rule.requests_per_window,
+        f.utilization * 100.0,
+        f.wait_p50_ms,
+        f.wait_p99_ms,
+        f.round_trips_per_permit,
+        wall.as_secs_f64() * 1e3,
+    );
+}
+
+fn shapes() {
+    println!();
+    println!(
+        "Traffic shapes: 20 req/s rule, 1 s horizon, gateway {SHAPE_GATEWAY_ONE_WAY_MS} ms each way; \
+         windows counted on actual dispatch instants."
+    );
+    println!();
+    println!("| shape | densest 1 s window / rule | utilization of min(demand, rule) | added wait p50 / p99 | oracle p50 / p99 | gateway round trips / permit | wall time |");
+    println!("|---|---|---|---|---|---|---|");
+    let shapes = [
+        ("sparse: 40 isolates, Poisson, 90% of the rule", sparse(40, 0.9)),
+        ("sparse: 100 isolates, Poisson, 50%", sparse(100, 0.5)),
+        ("sparse: 1,000 isolates, Poisson, 50%", sparse(1_000, 0.5)),
+        ("bursty: 4 isolates, 8 calls every 2 s", bursty()),
+        ("churn: 20 slots, 60%, isolates evicted after 1-6 calls", churning()),
+        ("ramp: 40 isolates, 10% to 100% and back over 10 min", ramp()),
+        ("per-request state: 8 handlers back to back", per_request_state()),
+        ("saturated: 32 isolates x 8 callers", saturated(1_000)),
+    ];
+    for (name, config) in &shapes {
+        shape_row(name, config);
+    }
 }
 
 fn main() {
@@ -100,4 +149,5 @@ fn main() {
             },
         );
     }
+    shapes();
 }

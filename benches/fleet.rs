@@ -67,13 +67,25 @@ fn shapes() {
     println!("| shape | densest 1 s window / rule | utilization of min(demand, rule) | added wait p50 / p99 | oracle p50 / p99 | gateway round trips / permit | wall time |");
     println!("|---|---|---|---|---|---|---|");
     let shapes = [
-        ("sparse: 40 isolates, Poisson, 90% of the rule", sparse(40, 0.9)),
+        (
+            "sparse: 40 isolates, Poisson, 90% of the rule",
+            sparse(40, 0.9),
+        ),
         ("sparse: 100 isolates, Poisson, 50%", sparse(100, 0.5)),
         ("sparse: 1,000 isolates, Poisson, 50%", sparse(1_000, 0.5)),
         ("bursty: 4 isolates, 8 calls every 2 s", bursty()),
-        ("churn: 20 slots, 60%, isolates evicted after 1-6 calls", churning()),
-        ("ramp: 40 isolates, 10% to 100% and back over 10 min", ramp()),
-        ("per-request state: 8 handlers back to back", per_request_state()),
+        (
+            "churn: 20 slots, 60%, isolates evicted after 1-6 calls",
+            churning(),
+        ),
+        (
+            "ramp: 40 isolates, 10% to 100% and back over 10 min",
+            ramp(),
+        ),
+        (
+            "per-request state: 8 handlers back to back",
+            per_request_state(),
+        ),
         ("saturated: 32 isolates x 8 callers", saturated(1_000)),
     ];
     for (name, config) in &shapes {

@@ -6,8 +6,14 @@
 //! (c) every lease is released or expires by its TTL;
 //! (d) a budget counter equals the sum of distinct accepted reservations and
 //!     never exceeds its limit;
-//! (e) no time is earlier than the request's `nowMs` or later than its
-//!     horizon, nor earlier than any cooldown announced before it.
+//! (e) no time is earlier than the request's `nowMs` plus the dispatch lead
+//!     it asked for, or later than its horizon, nor earlier than any
+//!     cooldown announced before it.
+//!
+//! Clients also give back times they hold (on an acquire or alone); a
+//! returned time leaves the model's live set, and if the gateway grants it
+//! again it comes back in, so (a) proves returned times never crowd a
+//! window.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod common;
@@ -33,6 +39,18 @@ enum Op {
         client: usize,
         requested: u64,
         successes: u64,
+        lead_ms: u64,
+        returns: usize,
+    },
+    Return {
+        client: usize,
+        count: usize,
+    },
+    /// A confused client: returns again what it gave back already, and
+    /// times nobody was granted. The model's live set does not change.
+    ReturnAgain {
+        client: usize,
+        offset_ms: u64,
     },
     Release {
         client: usize,
@@ -61,8 +79,12 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (0..64usize, 1..=30u64, 0..40u64)
-            .prop_map(|(client, requested, successes)| Op::Acquire { client, requested, successes }),
+        6 => (0..64usize, 1..=30u64, 0..40u64, 0..60u64, 0..4usize)
+            .prop_map(|(client, requested, successes, lead_ms, returns)| Op::Acquire {
+                client, requested, successes, lead_ms, returns,
+            }),
+        2 => (0..64usize, 0..8usize).prop_map(|(client, count)| Op::Return { client, count }),
+        1 => (0..64usize, 0..900u64).prop_map(|(client, offset_ms)| Op::ReturnAgain { client, offset_ms }),
         3 => (0..64usize, 0..6usize).prop_map(|(client, count)| Op::Release { client, count }),
         1 => (0..64usize).prop_map(|client| Op::Die { client }),
         1 => (1..3_000u64).prop_map(|cooldown_ms| Op::Penalize { cooldown_ms }),
@@ -104,9 +126,34 @@ struct Model {
     cooldown_until: u64,
     counters: HashMap<usize, BTreeMap<String, u64>>,
     reservations: HashMap<(usize, usize), Vec<BudgetCharge>>,
+    /// Granted times each client holds and has not given back.
+    held_times: HashMap<usize, Vec<u64>>,
+    /// Times each client gave back.
+    returned: HashMap<usize, Vec<u64>>,
 }
 
 impl Model {
+    /// Up to `count` of the client's times still ahead of `now`, taken out
+    /// of the live set: the client will not send them.
+    fn give_back(&mut self, client: usize, count: usize, now: u64) -> Vec<u64> {
+        let held = self.held_times.entry(client).or_default();
+        let mut back = Vec::new();
+        held.retain(|&t| {
+            if back.len() < count && t > now {
+                back.push(t);
+                false
+            } else {
+                true
+            }
+        });
+        for t in &back {
+            let at = self.times.iter().position(|x| x == t).expect("a live time");
+            self.times.swap_remove(at);
+        }
+        self.returned.entry(client).or_default().extend(&back);
+        back
+    }
+
     fn live_leases(&self) -> usize {
         self.leases
             .iter()
@@ -135,6 +182,8 @@ fn run(rules: Vec<PacingRule>, ops: Vec<Op>) -> Result<(), TestCaseError> {
         cooldown_until: 0,
         counters: HashMap::new(),
         reservations: HashMap::new(),
+        held_times: HashMap::new(),
+        returned: HashMap::new(),
     };
     for op in ops {
         m.max_now = m.max_now.max(now);
@@ -143,15 +192,26 @@ fn run(rules: Vec<PacingRule>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 client,
                 requested,
                 successes,
+                lead_ms,
+                returns,
             } => {
                 let mut req = acquire(BUCKET, &rules, requested);
                 req.observed_successes = successes;
+                req.dispatch_lead_ms = Some(lead_ms);
+                req.returned_at_ms = m.give_back(client, returns, now);
                 let r = g.acquire(&req, now).unwrap();
                 let times = r.scheduled_at_ms.clone().unwrap();
                 prop_assert_eq!(times.len() as u64, r.granted);
                 prop_assert!(r.granted <= requested);
+                let lead = lead_ms.min(HORIZON_MS / 2);
                 for &t in &times {
-                    prop_assert!(t >= now, "(e) time {} before now {}", t, now);
+                    prop_assert!(
+                        t >= now + lead,
+                        "(e) time {} before now {} + lead {}",
+                        t,
+                        now,
+                        lead
+                    );
                     prop_assert!(
                         t <= now + HORIZON_MS,
                         "(e) time {} past the horizon of {}",
@@ -196,7 +256,22 @@ fn run(rules: Vec<PacingRule>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                         prop_assert!(false, "leases {:?} for max {:?}", got, expected)
                     }
                 }
+                m.held_times.entry(client).or_default().extend(&times);
                 m.times.extend(times);
+            }
+            Op::Return { client, count } => {
+                let mut req = release(BUCKET, &rules, Vec::new());
+                req.returned_at_ms = m.give_back(client, count, now);
+                g.release(&req, now).unwrap();
+            }
+            Op::ReturnAgain { client, offset_ms } => {
+                let mut req = release(BUCKET, &rules, Vec::new());
+                req.returned_at_ms = m.returned.get(&client).cloned().unwrap_or_default();
+                let invented = now + offset_ms;
+                if !m.times.contains(&invented) {
+                    req.returned_at_ms.push(invented);
+                }
+                g.release(&req, now).unwrap();
             }
             Op::Release { client, count } => {
                 let held = m.held.entry(client).or_default();
@@ -220,7 +295,9 @@ fn run(rules: Vec<PacingRule>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 }
             }
             Op::Die { client } => {
+                // Its times stay live: it may have sent them before it died.
                 m.held.remove(&client);
+                m.held_times.remove(&client);
             }
             Op::Penalize { cooldown_ms } => {
                 let r = g.penalize(&penalize(BUCKET, cooldown_ms), now).unwrap();

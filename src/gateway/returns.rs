@@ -66,6 +66,9 @@ impl ReturnPool {
     /// The earliest returned time in `[from_ms, to_ms]`, taken out of the
     /// pool and tracked as granted again.
     pub fn take(&mut self, from_ms: u64, to_ms: u64) -> Option<u64> {
+        if from_ms > to_ms {
+            return None;
+        }
         let at = *self.pooled.range(from_ms..=to_ms).next()?.0;
         take_one(&mut self.pooled, at);
         *self.outstanding.entry(at).or_default() += 1;
@@ -133,6 +136,11 @@ mod tests {
         pool.give_back(&[1_100, 1_200, 1_300], 1_000);
         assert_eq!(pool.take(1_150, 1_250), Some(1_200));
         assert_eq!(pool.take(1_350, 2_000), None);
+        assert_eq!(
+            pool.take(1_400, 1_300),
+            None,
+            "a cooldown past the horizon leaves nothing to take, and no panic"
+        );
     }
 
     #[test]

@@ -266,7 +266,17 @@ fn run(rules: Vec<PacingRule>, ops: Vec<Op>) -> Result<(), TestCaseError> {
             }
             Op::ReturnAgain { client, offset_ms } => {
                 let mut req = release(BUCKET, &rules, Vec::new());
-                req.returned_at_ms = m.returned.get(&client).cloned().unwrap_or_default();
+                // Only times nobody holds now: the gateway cannot tell who
+                // holds a time, so returns are trusted within a bucket's
+                // scope, and one granted to someone since is theirs.
+                req.returned_at_ms = m
+                    .returned
+                    .get(&client)
+                    .into_iter()
+                    .flatten()
+                    .filter(|t| !m.times.contains(t))
+                    .copied()
+                    .collect();
                 let invented = now + offset_ms;
                 if !m.times.contains(&invented) {
                     req.returned_at_ms.push(invented);

@@ -22,13 +22,11 @@ export interface PacingRuleInit {
   adaptiveMaxRps?: number;
 }
 export interface PacerOptions {
-  /** The gateway's horizon; a block asks for this much time's worth (default 1000). */
+  /** The gateway's horizon: a block never asks for more than this much time's worth (default 1000). */
   blockHorizonMs?: number;
-  /** Undrawn permits are given up this long after their block's last time (default 5000). */
-  blockTtlMs?: number;
   /** A refusal asking to wait longer fails with PROVIDER_EXHAUSTED (default 120000). */
   maxWaitMs?: number;
-  /** A released lease waits this long to go back with others in one call (default 20). */
+  /** A released lease or an unused permit waits this long to go back with others in one call (default 20). */
   releaseLingerMs?: number;
   schedulerSchema?: string;
 }
@@ -58,7 +56,6 @@ pub(crate) fn pacer_options(options: &JsValue) -> Result<PacerOptions> {
         block_horizon_ms: options
             .field("blockHorizonMs")?
             .unwrap_or(d.block_horizon_ms),
-        block_ttl_ms: options.field("blockTtlMs")?.unwrap_or(d.block_ttl_ms),
         max_wait_ms: options.field("maxWaitMs")?.unwrap_or(d.max_wait_ms),
         release_linger_ms: options
             .field("releaseLingerMs")?

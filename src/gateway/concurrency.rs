@@ -33,9 +33,11 @@ impl ConcurrencyLimits {
                 None => self.named.push((max, until)),
             }
         }
-        if self.named.len() > MAX_NAMED_LIMITS {
-            self.named.sort_unstable();
-            self.named.truncate(MAX_NAMED_LIMITS);
+        while self.named.len() > MAX_NAMED_LIMITS {
+            let laxest = (0..self.named.len())
+                .max_by_key(|&i| self.named[i].0)
+                .expect("not empty");
+            self.named.swap_remove(laxest);
         }
     }
 

@@ -11,7 +11,8 @@
 //! for ever. A run's ledger is forgotten [`RUN_IDLE_US`] after its last
 //! charge.
 
-use std::collections::{BTreeSet, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use super::bucket::Bucket;
 use super::timeline::{micros, Micros};
@@ -47,26 +48,38 @@ pub(crate) fn bucket_forgettable_at(bucket: &Bucket, now: Micros) -> Micros {
         })
 }
 
-/// Ids ordered by the time from which they may be forgotten.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Ids by the time from which they may be forgotten: a min-heap of
+/// `(time, id)` whose entries go stale when an id's time moves (the map
+/// holds the truth), compacted when stale entries outnumber live ones, so
+/// it stays under twice the ids plus a constant. (A B-tree set would do
+/// without stale entries but costs the wasm twice the code.)
+#[derive(Debug, Clone, Default)]
 pub(crate) struct IdleIndex {
-    by_time: BTreeSet<(Micros, String)>,
+    heap: BinaryHeap<Reverse<(Micros, String)>>,
     at: HashMap<String, Micros>,
+}
+
+/// Two indexes are equal when they file the same ids under the same times;
+/// stale heap entries are bookkeeping.
+impl PartialEq for IdleIndex {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+    }
 }
 
 impl IdleIndex {
     pub fn set(&mut self, id: &str, at: Micros) {
-        match self.at.get_mut(id) {
-            Some(old) if *old == at => {}
-            Some(old) => {
-                self.by_time.remove(&(*old, id.to_owned()));
-                *old = at;
-                self.by_time.insert((at, id.to_owned()));
-            }
-            None => {
-                self.at.insert(id.to_owned(), at);
-                self.by_time.insert((at, id.to_owned()));
-            }
+        if self.at.get(id) == Some(&at) {
+            return;
+        }
+        self.at.insert(id.to_owned(), at);
+        self.heap.push(Reverse((at, id.to_owned())));
+        if self.heap.len() > 2 * self.at.len() + 64 {
+            self.heap = self
+                .at
+                .iter()
+                .map(|(id, &at)| Reverse((at, id.clone())))
+                .collect();
         }
     }
 
@@ -75,20 +88,22 @@ impl IdleIndex {
     }
 
     pub fn remove(&mut self, id: &str) {
-        if let Some(at) = self.at.remove(id) {
-            self.by_time.remove(&(at, id.to_owned()));
-        }
+        self.at.remove(id);
     }
 
     /// Takes out one id that may be forgotten at `now`, earliest first.
     pub fn pop_due(&mut self, now: Micros) -> Option<String> {
-        let (at, _) = self.by_time.first()?;
-        if *at > now {
-            return None;
+        while let Some(Reverse((at, _))) = self.heap.peek() {
+            if *at > now {
+                return None;
+            }
+            let Reverse((at, id)) = self.heap.pop().expect("peeked");
+            if self.at.get(&id) == Some(&at) {
+                self.at.remove(&id);
+                return Some(id);
+            }
         }
-        let (_, id) = self.by_time.pop_first()?;
-        self.at.remove(&id);
-        Some(id)
+        None
     }
 }
 
@@ -108,5 +123,16 @@ mod tests {
         index.remove("a");
         assert_eq!(index.pop_due(100).as_deref(), Some("b"));
         assert_eq!(index.pop_due(100), None);
+    }
+
+    #[test]
+    fn stale_entries_never_outgrow_the_live_ones() {
+        let mut index = IdleIndex::default();
+        for t in 0..10_000 {
+            index.set("a", t);
+            index.set("b", t);
+        }
+        assert!(index.heap.len() <= 2 * 2 + 64);
+        assert!(index.pop_due(9_999).is_some());
     }
 }

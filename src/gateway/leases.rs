@@ -2,7 +2,7 @@
 //! flight. A lease ends when it is released or when its TTL runs out, so an
 //! isolate that dies holding leases gives its slots back by itself.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{HashMap, VecDeque};
 
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
@@ -46,10 +46,12 @@ pub(crate) fn parse_lease_id(text: &str) -> Option<LeaseId> {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct LeaseTable {
     expires: HashMap<LeaseId, Micros>,
-    /// Live leases by expiry, earliest first, so a sweep touches only
-    /// expired ones however many are live. Holds exactly the leases in
-    /// `expires`: a release takes its lease out of both.
-    queue: BTreeSet<(Micros, LeaseId)>,
+    /// Live leases by expiry (then id), earliest first, so a sweep touches
+    /// only expired ones however many are live. Holds exactly the leases in
+    /// `expires`: a release takes its lease out of both. Dispatch times only
+    /// grow and the TTL is fixed, so new leases almost always go at the
+    /// back; a release shifts at most [`MAX_LIVE_LEASES`] entries.
+    queue: VecDeque<(Micros, LeaseId)>,
     /// How long callers have held a lease before releasing it (a moving
     /// average), to tell a refused caller when a slot is likely to free.
     pub hold_us: Option<Micros>,
@@ -63,9 +65,22 @@ impl LeaseTable {
 
     pub fn insert(&mut self, id: LeaseId, expires_at: Micros) {
         if let Some(old) = self.expires.insert(id, expires_at) {
-            self.queue.remove(&(old, id));
+            self.unqueue(old, id);
         }
-        self.queue.insert((expires_at, id));
+        let entry = (expires_at, id);
+        match self.queue.back() {
+            Some(last) if *last > entry => {
+                let at = self.queue.partition_point(|e| *e < entry);
+                self.queue.insert(at, entry);
+            }
+            _ => self.queue.push_back(entry),
+        }
+    }
+
+    fn unqueue(&mut self, expires_at: Micros, id: LeaseId) {
+        if let Ok(at) = self.queue.binary_search(&(expires_at, id)) {
+            self.queue.remove(at);
+        }
     }
 
     /// Ends the named leases; unknown or already expired ids are a no-op.
@@ -81,7 +96,7 @@ impl LeaseTable {
         let mut released = 0;
         for id in ids.into_iter().filter_map(|text| parse_lease_id(text)) {
             if let Some(expires_at) = self.expires.remove(&id) {
-                self.queue.remove(&(expires_at, id));
+                self.unqueue(expires_at, id);
                 released += 1;
                 let held = now.saturating_sub(expires_at.saturating_sub(ttl));
                 self.hold_us = Some(match self.hold_us {
@@ -106,12 +121,12 @@ impl LeaseTable {
     /// When the next slot frees by itself, if any lease is live.
     pub fn next_expiry(&mut self, now: Micros) -> Option<Micros> {
         self.sweep(now);
-        self.queue.first().map(|&(expires_at, _)| expires_at)
+        self.queue.front().map(|&(expires_at, _)| expires_at)
     }
 
     /// When the last live lease expires, if any is live.
     pub fn last_expiry(&self) -> Option<Micros> {
-        self.queue.last().map(|&(expires_at, _)| expires_at)
+        self.queue.back().map(|&(expires_at, _)| expires_at)
     }
 
     /// Entries of the expiry queue, live or not: what the table costs.
@@ -119,16 +134,17 @@ impl LeaseTable {
         self.queue.len()
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&LeaseId, &Micros)> {
-        self.expires.iter()
+    /// `(expiry, id)` of every live lease (as of the last sweep), in order.
+    pub fn iter(&self) -> impl Iterator<Item = &(Micros, LeaseId)> {
+        self.queue.iter()
     }
 
     fn sweep(&mut self, now: Micros) {
-        while let Some(&(expires_at, id)) = self.queue.first() {
+        while let Some(&(expires_at, id)) = self.queue.front() {
             if expires_at > now {
                 break;
             }
-            self.queue.pop_first();
+            self.queue.pop_front();
             self.expires.remove(&id);
         }
     }

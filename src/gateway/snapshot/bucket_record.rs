@@ -41,10 +41,8 @@ pub(super) fn write_bucket(w: &mut Writer, b: &Bucket) {
     w.uint(b.adaptive_tat);
     w.uint(b.cooldown_until);
     w.0.push(u8::from(b.pending_cut));
-    let mut leases: Vec<_> = b.leases.iter().collect();
-    leases.sort();
-    w.uint(leases.len() as u64);
-    for (id, expires_at) in leases {
+    w.uint(b.leases.iter().count() as u64);
+    for (expires_at, id) in b.leases.iter() {
         w.bytes(&id.to_le_bytes());
         w.uint(*expires_at);
     }

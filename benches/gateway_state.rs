@@ -184,30 +184,32 @@ fn main() {
     let n = |size: u64| if full { size } else { size / 10 };
     println!("| repro | after it |");
     println!("|---|---|");
+    let (rounds, ids, charges) = (n(10_000), n(20_000), n(2_000));
     let rows = [
         (
-            "keep one lease, acquire(1000)+release, rounds 1 ms apart",
-            one_lease_kept(n(10_000), 1),
+            format!("keep one lease, {rounds} × acquire(1000)+release, 1 ms apart"),
+            one_lease_kept(rounds, 1),
         ),
         (
-            "the same, rounds 2.1 s apart (permits mature)",
-            one_lease_kept(n(10_000), 2_100),
+            "the same, rounds 2.1 s apart (permits mature)".to_owned(),
+            one_lease_kept(rounds, 2_100),
         ),
         (
-            "20k busy bucket ids, maxBuckets 100",
-            busy_buckets(n(20_000)),
+            format!("{ids} busy bucket ids, maxBuckets 100"),
+            busy_buckets(ids),
         ),
         (
-            "20k idle bucket ids, one a second, default cap",
-            idle_buckets(n(20_000)),
+            format!("{ids} idle bucket ids, one a second, default cap"),
+            idle_buckets(ids),
         ),
-        ("20k runs, one a second, default cap", runs(n(20_000))),
+        (format!("{ids} runs, one a second, default cap"), runs(ids)),
         (
-            "one run: 2000 charges, 64-byte ids, 16 × 64-byte keys",
-            hostile_ledger(n(2_000)),
+            format!("one run: {charges} charges, 64-byte ids, 16 × 64-byte keys"),
+            hostile_ledger(charges),
         ),
-        ("one bucket at the lease cap", full_lease_table()),
+        ("one bucket at the lease cap".to_owned(), full_lease_table()),
     ];
+
     for (repro, after) in rows {
         println!("| {repro} | {after} |");
     }

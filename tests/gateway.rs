@@ -4,7 +4,9 @@
 mod common;
 
 use common::gateway::{acquire, densest_window, penalize, release};
-use paceline::gateway::{handle, mint_rate_scope_token, GatewayConfig, GatewayCore};
+use paceline::gateway::{
+    handle, mint_rate_scope_token, mint_run_scope_token, GatewayConfig, GatewayCore,
+};
 use paceline::protocol::{BudgetCharge, ChargeRequest, PacingRule};
 use paceline::time::{Clock, FakeClock};
 use paceline::ErrorCode;
@@ -23,6 +25,7 @@ fn charge(run: &str, id: &str, charges: &[(&str, u64, u64)]) -> ChargeRequest {
     ChargeRequest {
         root_run_id: run.into(),
         reservation_id: id.into(),
+        run_scope_token: None,
         charges: charges
             .iter()
             .map(|(key, amount, limit)| BudgetCharge {
@@ -390,14 +393,16 @@ fn a_looser_rules_change_still_honours_the_old_rule_for_one_window() {
 }
 
 #[test]
-fn a_stricter_rules_change_takes_effect_on_the_next_permit() {
+fn a_stricter_rules_change_counts_the_permits_already_in_its_first_window() {
     let mut g = core();
     g.acquire(&acquire("org:p", &[per_second(20)], 2), T0)
         .unwrap();
     let b = g
-        .acquire(&acquire("org:p", &[per_second(5)], 2), T0)
+        .acquire(&acquire("org:p", &[per_second(5)], 3), T0)
         .unwrap();
-    assert_eq!(b.scheduled_at_ms.unwrap(), [T0 + 250, T0 + 450]);
+    // T0 and T0+50 are in the first window: three of the 5/s rule's five
+    // permits are left for it, one interval (200 ms) apart before its end.
+    assert_eq!(b.scheduled_at_ms.unwrap(), [T0 + 450, T0 + 650, T0 + 850]);
     assert_eq!(b.effective_requests_per_second, Some(5.0));
 }
 
@@ -551,10 +556,20 @@ fn corrupt_or_foreign_snapshots_are_refused_with_a_reason() {
             [b"PCLN".as_slice(), &[9]].concat(),
             "format version 9",
         ),
-        ("truncated", bytes[..bytes.len() - 3].to_vec(), "truncated"),
+        ("truncated", bytes[..bytes.len() - 3].to_vec(), "checksum"),
+        ("cut to its envelope", bytes[..7].to_vec(), "truncated"),
         (
             "trailing bytes",
             [bytes.as_slice(), &[0]].concat(),
+            "checksum",
+        ),
+        (
+            "version 1 with trailing bytes",
+            [
+                include_bytes!("fixtures/gateway-snapshot-v1.bin").as_slice(),
+                &[0],
+            ]
+            .concat(),
             "after its end",
         ),
     ];
@@ -596,7 +611,7 @@ fn idle_buckets_are_forgotten_only_when_that_cannot_loosen_a_limit() {
 #[test]
 fn a_bucket_made_after_an_eviction_never_schedules_before_the_forgotten_times() {
     let config = GatewayConfig {
-        max_buckets: 1,
+        max_buckets: 2,
         ..GatewayConfig::default()
     };
     let mut g = GatewayCore::new(config, 1).unwrap();
@@ -693,6 +708,7 @@ fn http_routes_map_errors_to_statuses_and_coded_bodies() {
     };
     let mut g = GatewayCore::new(config, 1).unwrap();
     let token = mint_rate_scope_token(&secret, "org:p", T0 + 1_000);
+    let run_token = mint_run_scope_token(&secret, "r", T0 + 1_000);
     let body = format!(
         r#"{{"bucketId":"org:p","rateScopeToken":"{token}","rules":[{{"requestsPerWindow":20,"windowMs":1000}}],"requested":2}}"#
     );
@@ -713,9 +729,16 @@ fn http_routes_map_errors_to_statuses_and_coded_bodies() {
         (
             "POST",
             "/v1/budget/charge",
-            r#"{"rootRunId":"r","reservationId":"x","charges":[{"key":"retry","amount":2,"limit":1}]}"#.into(),
+            format!(r#"{{"rootRunId":"r","runScopeToken":"{run_token}","reservationId":"x","charges":[{{"key":"retry","amount":2,"limit":1}}]}}"#),
             409,
             "BUDGET_EXCEEDED",
+        ),
+        (
+            "POST",
+            "/v1/budget/charge",
+            r#"{"rootRunId":"r","reservationId":"y","charges":[{"key":"retry","amount":1,"limit":1}]}"#.into(),
+            403,
+            "FORBIDDEN_SCOPE",
         ),
     ];
     for (method, path, body, status, code) in cases {

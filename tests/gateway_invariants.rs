@@ -333,6 +333,7 @@ fn run(rules: Vec<PacingRule>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                 let req = ChargeRequest {
                     root_run_id: format!("run{run}"),
                     reservation_id: format!("res{reservation}"),
+                    run_scope_token: None,
                     charges: charges.clone(),
                 };
                 let result = g.charge(&req, now);

@@ -204,7 +204,7 @@ mod client {
     #[wasm_bindgen_test]
     async fn a_budget_breach_rejects_with_its_key_count_and_limit() {
         let (_core, port) = in_page_gateway();
-        let budget = JsGatewayBudgetState::new(port).unwrap();
+        let budget = JsGatewayBudgetState::new(port, JsValue::UNDEFINED).unwrap();
         let charge =
             json(r#"{"rootRunId":"run","charges":[{"key":"toolCall","amount":2,"limit":3}]}"#);
         settle(budget.charge(charge.clone())).await.unwrap();

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { paceline } from "../lib/node-package.mjs";
 
-const { PacelineGateway, routeGatewayRequest, mintRateScopeToken } = paceline;
+const { PacelineGateway, routeGatewayRequest, mintRateScopeToken, mintRunScopeToken } = paceline;
 const rules = [{ requestsPerWindow: 20, windowMs: 1000 }];
 
 /**
@@ -84,13 +84,18 @@ describe("PacelineGateway", () => {
     assert.equal(state.puts, 0);
 
     const charges = [{ key: "toolCall", amount: 4, limit: 3 }];
-    const refused = await call(object, "/v1/budget/charge", { rootRunId: "run-1", reservationId: "r1", charges });
+    const forged = await call(object, "/v1/budget/charge", { rootRunId: "run-1", reservationId: "r0", charges });
+    assert.equal(forged.status, 403, "with a secret a charge needs the run's token");
+    assert.equal(state.puts, 0);
+    const runScopeToken = mintRunScopeToken(secret, "run-1", Date.now() + 60_000);
+    const charge = { rootRunId: "run-1", runScopeToken, reservationId: "r1", charges };
+    const refused = await call(object, "/v1/budget/charge", charge);
     assert.equal(refused.status, 409);
     assert.equal(state.puts, 1, "the ledger remembers the refused reservation");
 
     // The remembered answer survives a restart: the retry is refused the same way.
     const restarted = await startObject({ PACELINE_SECRET: secret }, state.store);
-    const retried = await call(restarted.object, "/v1/budget/charge", { rootRunId: "run-1", reservationId: "r1", charges });
+    const retried = await call(restarted.object, "/v1/budget/charge", charge);
     assert.deepEqual(retried, refused);
   });
 

@@ -10,7 +10,7 @@ import { startDevGateway } from "../gateway/node-server.mjs";
 import { paceline } from "../lib/node-package.mjs";
 import { repoRoot } from "../lib/bundle-worker.mjs";
 
-const { fetchPort, mintRateScopeToken } = paceline;
+const { fetchPort, mintRateScopeToken, mintRunScopeToken, GatewayBudgetState } = paceline;
 const rules = [{ requestsPerWindow: 20, windowMs: 1000 }];
 
 const gaps = (times) => times.slice(1).map((t, i) => t - times[i]);
@@ -99,6 +99,18 @@ describe("node dev gateway with a secret", () => {
     const token = mintRateScopeToken(secret, "org-2:openai", Date.now() + 60_000);
     const grant = await port.acquire({ ...req, rateScopeToken: token });
     assert.equal(grant.granted, 1);
+  });
+
+  test("a charge needs the run's token, which a GatewayBudgetState sends from its options", async () => {
+    const port = fetchPort({ fetch: globalThis.fetch, baseUrl: gateway.url });
+    const charges = [{ key: "toolCall", amount: 1, limit: 1000 }];
+    const bare = new GatewayBudgetState(port);
+    await assert.rejects(bare.charge({ rootRunId: "run-7", charges }), { code: "FORBIDDEN_SCOPE" });
+    const runScopeToken = mintRunScopeToken(secret, "run-7", Date.now() + 60_000);
+    const scoped = new GatewayBudgetState(port, { runScopeToken });
+    const { counters } = await scoped.charge({ rootRunId: "run-7", charges });
+    assert.equal(counters.toolCall, 256, "the gateway counted the client's first block of 256");
+    await assert.rejects(scoped.charge({ rootRunId: "run-8", charges }), { code: "FORBIDDEN_SCOPE" });
   });
 });
 

@@ -11,7 +11,7 @@ import { Miniflare } from "miniflare";
 import { bundleWorker, repoRoot } from "../lib/bundle-worker.mjs";
 import { paceline } from "../lib/node-package.mjs";
 
-const { fetchPort, mintRateScopeToken } = paceline;
+const { fetchPort, mintRateScopeToken, mintRunScopeToken } = paceline;
 const secret = "workerd-test-secret";
 const rules = [{ requestsPerWindow: 20, windowMs: 1000 }];
 const token = (bucketId) => mintRateScopeToken(secret, bucketId, Date.now() + 3_600_000);
@@ -125,8 +125,10 @@ describe("gateway Worker with Durable Objects in workerd", () => {
 
   test("a charge over its limit is 409 BUDGET_EXCEEDED with the seeds' message", async () => {
     const rootRunId = "run-42";
-    const charge = (reservationId, amount) =>
-      port.charge({ rootRunId, reservationId, charges: [{ key: "toolCall", amount, limit: 3 }] });
+    const runScopeToken = mintRunScopeToken(secret, rootRunId, Date.now() + 3_600_000);
+    const charge = (reservationId, amount, token = runScopeToken) =>
+      port.charge({ rootRunId, runScopeToken: token, reservationId, charges: [{ key: "toolCall", amount, limit: 3 }] });
+    await assert.rejects(charge("r0", 1, null), (error) => error.code === "FORBIDDEN_SCOPE");
     assert.deepEqual(await charge("r1", 3), { counters: { toolCall: 3 } });
     await assert.rejects(charge("r2", 1), (error) => {
       assert.equal(error.status, 409);

@@ -114,6 +114,8 @@ pub struct GatewayBudgetState {
     fifo: Fifo,
     id_prefix: String,
     next_id: Cell<u64>,
+    /// Sent with every charge, for a gateway with a secret.
+    run_scope_token: Option<String>,
 }
 
 impl GatewayBudgetState {
@@ -126,7 +128,16 @@ impl GatewayBudgetState {
             fifo: Fifo::default(),
             id_prefix: format!("{seed:016x}"),
             next_id: Cell::new(0),
+            run_scope_token: None,
         }
+    }
+
+    /// Sends `token` (from `mint_run_scope_token` for the run this state
+    /// charges) with every charge: a gateway with a secret refuses charges
+    /// without one.
+    pub fn with_run_scope_token(mut self, token: Option<String>) -> Self {
+        self.run_scope_token = token;
+        self
     }
 
     fn reservation_id(&self) -> String {
@@ -219,6 +230,7 @@ impl GatewayBudgetState {
         let request = ChargeRequest {
             root_run_id: root_run_id.to_owned(),
             reservation_id: self.reservation_id(),
+            run_scope_token: self.run_scope_token.clone(),
             charges: charges.to_vec(),
         };
         with_retries(&*self.rt, || self.port.charge(request.clone())).await

@@ -5,7 +5,9 @@
 use std::collections::VecDeque;
 
 use super::adaptive::AdaptiveRate;
+use super::concurrency::ConcurrencyLimits;
 use super::leases::{format_lease_id, LeaseIds, LeaseTable};
+use super::recent::RecentPermits;
 use super::returns::ReturnPool;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
@@ -48,6 +50,10 @@ pub(crate) struct Bucket {
     /// A 429 arrived before the rules did: cut once they are known.
     pub pending_cut: bool,
     pub leases: LeaseTable,
+    /// Concurrency limits clients named within their windows.
+    pub concurrency: ConcurrencyLimits,
+    /// Permits placed lately, for a rule that starts binding mid-stream.
+    pub recent: RecentPermits,
     /// The latest dispatch time handed out, where a new rule's timeline
     /// starts.
     pub last_at: Option<Micros>,
@@ -84,6 +90,8 @@ impl Bucket {
             cooldown_until: floor,
             pending_cut: false,
             leases: LeaseTable::default(),
+            concurrency: ConcurrencyLimits::default(),
+            recent: RecentPermits::default(),
             last_at: None,
             turns_tat: floor,
             slot_turns_tat: floor,
@@ -93,8 +101,14 @@ impl Bucket {
         }
     }
 
+    /// The strictest concurrency limit binding: the current rules' or one
+    /// named within its window (see [`ConcurrencyLimits`]).
     pub fn max_concurrency(&self) -> Option<u64> {
-        self.rules.iter().filter_map(|r| r.max_concurrency).min()
+        self.rules
+            .iter()
+            .filter_map(|r| r.max_concurrency)
+            .chain(self.concurrency.strictest())
+            .min()
     }
 
     /// The rate the rules allow: the strictest rule's, lowered further by any
@@ -139,10 +153,12 @@ impl Bucket {
     }
 
     /// Makes `rules` (whose signature is `signature`) the bucket's rules. A
-    /// change keeps every timeline the new rules share with the old, starts
-    /// new ones one interval after the latest permit, and keeps the dropped ones binding for one of their
-    /// windows past that permit: no grant is ever faster than the stricter
-    /// of the old and new rules.
+    /// change keeps every timeline the new rules share with the old, keeps
+    /// the dropped ones binding for one of their windows past the latest
+    /// permit, and starts each new one late enough that the permits already
+    /// placed in its first window leave room for its own (see
+    /// [`Bucket::first_free_for`]). No grant is ever faster than the
+    /// stricter of the old and new rules.
     pub fn apply_rules(&mut self, rules: &[PacingRule], signature: String, guard_ms: u64) {
         if signature == self.signature {
             return;
@@ -159,7 +175,7 @@ impl Bucket {
             if !self.timelines.iter().any(|t| t.matches(rule)) {
                 let mut timeline = Timeline::for_rule(rule, 0, guard_ms);
                 if let Some(last) = self.last_at {
-                    timeline.take(last);
+                    timeline.tat = self.first_free_for(&timeline, last);
                 }
                 self.timelines.push(timeline);
             }
@@ -178,6 +194,23 @@ impl Bucket {
         self.rules = rules.to_vec();
         self.signature = signature;
         self.returns.clear();
+    }
+
+    /// Where a timeline new to the bucket may place its first permit, given
+    /// the permits already placed up to `last` under other rules. With `k`
+    /// of them in its window before `last`, its first `n - k` permits fit
+    /// one interval apart in the window's rest; with `k >= n` it waits out
+    /// a whole window. Else a switch from a lax rule to a strict one would
+    /// let the lax rule's permits crowd the strict one's first window.
+    fn first_free_for(&self, timeline: &Timeline, last: Micros) -> Micros {
+        let window = timeline
+            .interval_us
+            .saturating_mul(timeline.requests_per_window);
+        let placed = self.recent.count_after(last.saturating_sub(window));
+        let room = timeline.requests_per_window.saturating_sub(placed);
+        last.saturating_add(window)
+            .saturating_sub(room.saturating_mul(timeline.interval_us))
+            .max(last.saturating_add(timeline.interval_us))
     }
 
     /// Drops retiring timelines that can no longer bind a grant (every grant
@@ -254,6 +287,9 @@ impl Bucket {
                     .insert(id, micros(at_ms).saturating_add(lease_ttl));
                 ids_out.push(format_lease_id(id));
             }
+        }
+        if let (Some(last), false) = (self.last_at, times.is_empty()) {
+            self.recent.record(last, times.len() as u64);
         }
         // A caller whose callers drained its last block is booked its next
         // turn with this grant, so it comes back to a full block instead of
@@ -386,17 +422,6 @@ impl Bucket {
 
     pub fn cooldown_until_ms(&self, now: Micros) -> Option<u64> {
         (self.cooldown_until > now).then(|| ceil_ms(self.cooldown_until))
-    }
-
-    /// Whether forgetting this bucket would change nothing a client could
-    /// observe: no time reserved past `now`, no live lease, no cooldown and
-    /// no cut rate. A bucket made afresh at the gateway's floor would then
-    /// schedule exactly as this one would.
-    pub fn is_idle(&mut self, now: Micros) -> bool {
-        self.next_free(0) <= now
-            && self.leases.live(now) == 0
-            && !self.pending_cut
-            && !self.adaptive.as_ref().is_some_and(AdaptiveRate::is_reduced)
     }
 
     pub fn response(&self, grant: Grant, now: Micros, tolerance_ms: u64) -> AcquireResponse {

@@ -4,31 +4,53 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
 use super::timeline::Micros;
 
-/// A lease id as the gateway keeps it; clients see it as 16 hex digits.
-pub(crate) type LeaseId = u64;
+/// The most live leases one bucket holds: rules naming a larger
+/// `maxConcurrency` are refused. At 16 bytes of id and about 8 of expiry a
+/// lease, a full table is some 24 KiB of a bucket's stored record, far
+/// below a Durable Object's 128 KiB limit on one value.
+pub const MAX_LIVE_LEASES: u64 = 1_024;
 
+/// A lease id as the gateway keeps it; clients see it as 32 hex digits.
+pub(crate) type LeaseId = u128;
+
+/// As two 64-bit halves: formatting a `u128` directly would add its own
+/// code to the wasm.
 pub(crate) fn format_lease_id(id: LeaseId) -> String {
-    format!("{id:016x}")
+    format!("{:016x}{:016x}", (id >> 64) as u64, id as u64)
 }
 
 /// `None` for text that is no id this gateway could have made; releasing it
-/// is then a no-op like any other unknown id.
+/// is then a no-op like any other unknown id. Sixteen digits are the ids of
+/// gateways from before 128-bit ids, still live in a restored table.
 pub(crate) fn parse_lease_id(text: &str) -> Option<LeaseId> {
-    if text.len() != 16 {
+    let lower_hex = text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !lower_hex || !(text.len() == 32 || text.len() == 16) {
         return None;
     }
-    LeaseId::from_str_radix(text, 16).ok()
+    let (high, low) = text.split_at(text.len() - 16);
+    let high = if high.is_empty() {
+        0
+    } else {
+        u64::from_str_radix(high, 16).ok()?
+    };
+    Some(LeaseId::from(high) << 64 | LeaseId::from(u64::from_str_radix(low, 16).ok()?))
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct LeaseTable {
     expires: HashMap<LeaseId, Micros>,
-    /// Leases by expiry, earliest first, so a sweep touches only expired
-    /// ones however many are live. Dispatch times only grow and the TTL is
-    /// fixed, so new leases almost always go at the back. A released lease
-    /// stays here until it reaches the front; `expires` is the truth.
+    /// Live leases by expiry (then id), earliest first, so a sweep touches
+    /// only expired ones however many are live. Holds exactly the leases in
+    /// `expires`: a release takes its lease out of both. Dispatch times only
+    /// grow and the TTL is fixed, so new leases almost always go at the
+    /// back; a release shifts at most [`MAX_LIVE_LEASES`] entries.
     queue: VecDeque<(Micros, LeaseId)>,
     /// How long callers have held a lease before releasing it (a moving
     /// average), to tell a refused caller when a slot is likely to free.
@@ -42,13 +64,22 @@ impl LeaseTable {
     }
 
     pub fn insert(&mut self, id: LeaseId, expires_at: Micros) {
-        self.expires.insert(id, expires_at);
+        if let Some(old) = self.expires.insert(id, expires_at) {
+            self.unqueue(old, id);
+        }
+        let entry = (expires_at, id);
         match self.queue.back() {
-            Some(&(last, _)) if last > expires_at => {
-                let at = self.queue.partition_point(|&(e, _)| e <= expires_at);
-                self.queue.insert(at, (expires_at, id));
+            Some(last) if *last > entry => {
+                let at = self.queue.partition_point(|e| *e < entry);
+                self.queue.insert(at, entry);
             }
-            _ => self.queue.push_back((expires_at, id)),
+            _ => self.queue.push_back(entry),
+        }
+    }
+
+    fn unqueue(&mut self, expires_at: Micros, id: LeaseId) {
+        if let Ok(at) = self.queue.binary_search(&(expires_at, id)) {
+            self.queue.remove(at);
         }
     }
 
@@ -65,6 +96,7 @@ impl LeaseTable {
         let mut released = 0;
         for id in ids.into_iter().filter_map(|text| parse_lease_id(text)) {
             if let Some(expires_at) = self.expires.remove(&id) {
+                self.unqueue(expires_at, id);
                 released += 1;
                 let held = now.saturating_sub(expires_at.saturating_sub(ttl));
                 self.hold_us = Some(match self.hold_us {
@@ -73,7 +105,6 @@ impl LeaseTable {
                 });
             }
         }
-        self.drop_released_front();
         released
     }
 
@@ -93,8 +124,19 @@ impl LeaseTable {
         self.queue.front().map(|&(expires_at, _)| expires_at)
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&LeaseId, &Micros)> {
-        self.expires.iter()
+    /// When the last live lease expires, if any is live.
+    pub fn last_expiry(&self) -> Option<Micros> {
+        self.queue.back().map(|&(expires_at, _)| expires_at)
+    }
+
+    /// Entries of the expiry queue, live or not: what the table costs.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// `(expiry, id)` of every live lease (as of the last sweep), in order.
+    pub fn iter(&self) -> impl Iterator<Item = &(Micros, LeaseId)> {
+        self.queue.iter()
     }
 
     fn sweep(&mut self, now: Micros) {
@@ -103,48 +145,56 @@ impl LeaseTable {
                 break;
             }
             self.queue.pop_front();
-            if self.expires.get(&id) == Some(&expires_at) {
-                self.expires.remove(&id);
-            }
-        }
-        self.drop_released_front();
-    }
-
-    fn drop_released_front(&mut self) {
-        while let Some(&(expires_at, id)) = self.queue.front() {
-            if self.expires.get(&id) == Some(&expires_at) {
-                break;
-            }
-            self.queue.pop_front();
+            self.expires.remove(&id);
         }
     }
 }
 
-/// Lease ids: unique within a gateway for its whole life (the counter is part
-/// of its snapshot) and unlike each other, so one cannot be guessed from the
-/// next. `mix` is a bijection on `u64`, so distinct counters give distinct ids.
+/// The key lease ids are made with: host randomness for a gateway that
+/// faces clients, any fixed bytes for tests and simulations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseKey(pub [u8; 32]);
+
+/// A bare number for a scheduler whose ids nobody can exploit (one inside
+/// an isolate, a simulation): its ids are unique, not unpredictable.
+impl From<u64> for LeaseKey {
+    fn from(seed: u64) -> Self {
+        let mut key = [0; 32];
+        key[..8].copy_from_slice(&seed.to_le_bytes());
+        LeaseKey(key)
+    }
+}
+
+impl From<[u8; 32]> for LeaseKey {
+    fn from(key: [u8; 32]) -> Self {
+        LeaseKey(key)
+    }
+}
+
+/// Lease ids: a MAC of a counter under a secret key, truncated to 128 bits.
+/// Unique for the gateway's whole life (the key and the counter are part of
+/// its snapshot), and seeing any number of ids tells nothing about the
+/// next, so a client cannot release leases it never held.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LeaseIds {
-    pub nonce: u64,
+    pub key: LeaseKey,
     pub counter: u64,
 }
 
 impl LeaseIds {
-    pub fn new(nonce: u64) -> Self {
-        LeaseIds { nonce, counter: 0 }
+    pub fn new(key: LeaseKey) -> Self {
+        LeaseIds { key, counter: 0 }
     }
 
     pub fn next_id(&mut self) -> LeaseId {
         self.counter += 1;
-        mix(self.nonce ^ self.counter)
+        let mut mac =
+            Hmac::<Sha256>::new_from_slice(&self.key.0).expect("HMAC accepts keys of any length");
+        mac.update(b"paceline-lease\n");
+        mac.update(&self.counter.to_le_bytes());
+        let tag = mac.finalize().into_bytes();
+        LeaseId::from_le_bytes(tag[..16].try_into().expect("16 of 32 bytes"))
     }
-}
-
-/// splitmix64's finalizer.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]
@@ -153,13 +203,26 @@ mod tests {
     use std::collections::HashSet;
 
     #[test]
-    fn ids_are_distinct_and_sixteen_hex_digits() {
-        let mut ids = LeaseIds::new(0xdead_beef);
+    fn ids_are_distinct_and_thirty_two_hex_digits() {
+        let mut ids = LeaseIds::new(LeaseKey([9; 32]));
         let seen: HashSet<String> = (0..10_000)
             .map(|_| format_lease_id(ids.next_id()))
             .collect();
         assert_eq!(seen.len(), 10_000);
-        assert!(seen.iter().all(|id| parse_lease_id(id).is_some()));
+        assert!(seen
+            .iter()
+            .all(|id| id.len() == 32 && parse_lease_id(id).is_some()));
+    }
+
+    #[test]
+    fn only_lowercase_ids_of_sixteen_or_thirty_two_digits_parse() {
+        assert_eq!(parse_lease_id("00000000000000ff"), Some(255));
+        assert_eq!(parse_lease_id(&format_lease_id(255)), Some(255));
+        let both = (7u128 << 64) | 9;
+        assert_eq!(parse_lease_id(&format_lease_id(both)), Some(both));
+        for text in ["00000000000000FF", "+0000000000000ff", "ff", ""] {
+            assert_eq!(parse_lease_id(text), None, "{text}");
+        }
     }
 
     #[test]
@@ -176,5 +239,17 @@ mod tests {
         assert_eq!(t.hold_us, Some(50), "dispatched at 100, released at 150");
         assert_eq!(t.live(150), 0);
         assert_eq!(t.next_expiry(150), None);
+    }
+
+    #[test]
+    fn released_leases_leave_the_expiry_queue_behind_a_live_one() {
+        let mut t = LeaseTable::default();
+        t.insert(1, 1_000_000);
+        for id in 2..10_002u128 {
+            t.insert(id, 2_000_000 + id as u64);
+            assert_eq!(t.release([&format_lease_id(id)], 10, 100), 1);
+        }
+        assert_eq!(t.queued(), 1);
+        assert_eq!(t.live(10), 1);
     }
 }

@@ -2,125 +2,60 @@
 //! bucket's timelines, adaptive rate, cooldown and leases, and each run's
 //! budget counters. It is pure: every call takes the request and the time,
 //! and the host (a Durable Object, a Node server, a test) supplies both.
+//!
+//! Its state is bounded by construction (see the README's table of caps):
+//! buckets and run ledgers by the config, leases per bucket by
+//! [`MAX_LIVE_LEASES`], rules per bucket, reservations and keys per run by
+//! their own constants; at a cap the answer is a coded refusal.
 
 mod adaptive;
 mod bucket;
+mod concurrency;
+mod config;
 mod http;
+mod idle;
 mod leases;
 mod ledger;
+mod recent;
 mod returns;
 mod scope;
 mod snapshot;
 mod timeline;
+mod view;
 
+pub use config::{GatewayConfig, MAX_NOW_MS, MAX_TABLES};
 pub use http::{handle, HttpResponse};
-pub use scope::{mint_rate_scope_token, verify_rate_scope_token};
+pub use idle::{FORGET_CUT_AFTER_US, RUN_IDLE_US};
+pub use leases::{LeaseKey, MAX_LIVE_LEASES};
+pub use ledger::MAX_BUDGET_KEYS;
+pub use scope::{
+    mint_rate_scope_token, mint_run_scope_token, verify_rate_scope_token, verify_run_scope_token,
+    MAX_TOKEN_LIFETIME_MS,
+};
+pub use view::BucketView;
 
 use std::collections::HashMap;
 
-use serde::Serialize;
-
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{
-    rules_signature, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, PacingRule,
+    rules_signature, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse,
     PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
 use bucket::Bucket;
+use config::check_now;
+use idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US as RUN_IDLE};
 use leases::LeaseIds;
 use ledger::Ledger;
 use timeline::{ceil_ms, micros, Micros};
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct GatewayConfig {
-    /// With a secret, every rate request must carry a valid token for its
-    /// bucket (see [`mint_rate_scope_token`]).
-    pub secret: Option<Vec<u8>>,
-    /// How far ahead of now a dispatch time may be granted.
-    pub horizon_ms: u64,
-    /// How long a concurrency lease lives past its dispatch time unless
-    /// released.
-    pub lease_ttl_ms: u64,
-    /// Past this many buckets, idle ones are forgotten (only those whose
-    /// forgetting cannot loosen a limit).
-    pub max_buckets: usize,
-    /// Every rule window is scheduled as if this much longer, to absorb
-    /// jitter between a permit's time and its arrival at the provider. It
-    /// is also the dispatch tolerance the gateway announces: a permit sent
-    /// later than this after its time could crowd a window.
-    pub window_guard_ms: u64,
-}
-
-impl Default for GatewayConfig {
-    fn default() -> Self {
-        GatewayConfig {
-            secret: None,
-            horizon_ms: 1_000,
-            lease_ttl_ms: 60_000,
-            max_buckets: 10_000,
-            window_guard_ms: 0,
-        }
-    }
-}
-
-impl GatewayConfig {
-    pub fn validate(&self) -> Result<()> {
-        if !(1..=60_000).contains(&self.horizon_ms) {
-            return Err(Error::invalid(format!(
-                "horizonMs must be from 1 to 60000, got {}",
-                self.horizon_ms
-            )));
-        }
-        if !(self.horizon_ms..=86_400_000).contains(&self.lease_ttl_ms) {
-            return Err(Error::invalid(format!(
-                "leaseTtlMs must be from horizonMs ({}) to 86400000, got {}",
-                self.horizon_ms, self.lease_ttl_ms
-            )));
-        }
-        if self.secret.as_ref().is_some_and(|s| s.is_empty()) {
-            return Err(Error::invalid("secret must not be empty"));
-        }
-        if self.window_guard_ms > 60_000 {
-            return Err(Error::invalid(format!(
-                "windowGuardMs must be at most 60000, got {}",
-                self.window_guard_ms
-            )));
-        }
-        if self.max_buckets == 0 {
-            return Err(Error::invalid("maxBuckets must be at least 1"));
-        }
-        Ok(())
-    }
-}
-
-/// A bucket's live state, for people and dashboards.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BucketView {
-    pub bucket_id: String,
-    pub rules: Vec<PacingRule>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub configured_requests_per_second: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub effective_requests_per_second: Option<f64>,
-    pub next_free_at_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cooldown_until_ms: Option<u64>,
-    pub live_leases: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_concurrency: Option<u64>,
-    /// Successes clients reported. The rate law counts matured permits
-    /// instead (see the gateway's adaptive module), so this is for people.
-    pub reported_successes: u64,
-    /// Times clients gave back that wait for the next acquirer.
-    pub returned_permits: u64,
-    pub server_now_ms: u64,
-}
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatewayCore {
     config: GatewayConfig,
     buckets: HashMap<String, Bucket>,
     ledgers: HashMap<String, Ledger>,
+    /// When each bucket and ledger may be forgotten.
+    idle_buckets: IdleIndex,
+    idle_runs: IdleIndex,
     ids: LeaseIds,
     /// No bucket made from now on places a permit before this: the latest
     /// time any forgotten bucket had reserved.
@@ -128,15 +63,18 @@ pub struct GatewayCore {
 }
 
 impl GatewayCore {
-    /// `seed` makes the lease ids of this gateway unlike any other's; hosts
-    /// pass fresh randomness, tests a fixed number.
-    pub fn new(config: GatewayConfig, seed: u64) -> Result<Self> {
+    /// `lease_key` makes this gateway's lease ids unpredictable: a host
+    /// facing clients passes 32 bytes of fresh randomness; a test or a
+    /// scheduler inside one isolate may pass a bare `u64`.
+    pub fn new(config: GatewayConfig, lease_key: impl Into<LeaseKey>) -> Result<Self> {
         config.validate()?;
         Ok(GatewayCore {
             config,
             buckets: HashMap::new(),
             ledgers: HashMap::new(),
-            ids: LeaseIds::new(seed),
+            idle_buckets: IdleIndex::default(),
+            idle_runs: IdleIndex::default(),
+            ids: LeaseIds::new(lease_key.into()),
             floor: 0,
         })
     }
@@ -146,39 +84,58 @@ impl GatewayCore {
     }
 
     fn authorize(&self, bucket_id: &str, token: Option<&str>, now_ms: u64) -> Result<()> {
+        check_now(now_ms)?;
         match &self.config.secret {
             Some(secret) => verify_rate_scope_token(secret, bucket_id, token, now_ms),
             None => Ok(()),
         }
     }
 
-    /// Makes the bucket at the floor if it is new. Making one may first
-    /// forget idle buckets to stay within `max_buckets`.
-    fn ensure_bucket(&mut self, bucket_id: &str, now: Micros) {
-        if !self.buckets.contains_key(bucket_id) {
-            self.evict_idle(now);
-            self.buckets
-                .insert(bucket_id.to_owned(), Bucket::new(self.floor));
+    /// Makes the bucket at the floor if it is new, first forgetting every
+    /// bucket that may be forgotten; with the gateway still full, refuses.
+    fn ensure_bucket(&mut self, bucket_id: &str, now: Micros) -> Result<()> {
+        if self.buckets.contains_key(bucket_id) {
+            return Ok(());
         }
+        while let Some(id) = self.idle_buckets.pop_due(now) {
+            if let Some(b) = self.buckets.remove(&id) {
+                self.floor = self.floor.max(b.next_free(0));
+            }
+        }
+        if self.buckets.len() >= self.config.max_buckets {
+            return Err(Error::unavailable(format!(
+                "the gateway holds its maximum of {} buckets and none is idle; \
+                 bucket {bucket_id} cannot be made now",
+                self.config.max_buckets
+            )));
+        }
+        self.buckets
+            .insert(bucket_id.to_owned(), Bucket::new(self.floor));
+        Ok(())
     }
 
-    fn evict_idle(&mut self, now: Micros) {
-        if self.buckets.len() < self.config.max_buckets {
-            return;
+    /// Files the bucket under the time it may be forgotten, after a call
+    /// changed it at `now`.
+    fn touched(&mut self, bucket_id: &str, now: Micros) {
+        if let Some(b) = self.buckets.get(bucket_id) {
+            self.idle_buckets
+                .set(bucket_id, bucket_forgettable_at(b, now));
         }
-        let mut floor = self.floor;
-        self.buckets.retain(|_, b| {
-            let idle = b.is_idle(now);
-            if idle {
-                floor = floor.max(b.next_free(0));
-            }
-            !idle
-        });
-        self.floor = floor;
     }
 
     pub fn acquire(&mut self, req: &AcquireRequest, now_ms: u64) -> Result<AcquireResponse> {
         self.authorize(&req.bucket_id, req.rate_scope_token.as_deref(), now_ms)?;
+        if let Some(max) = req
+            .rules
+            .iter()
+            .filter_map(|r| r.max_concurrency)
+            .find(|&m| m > MAX_LIVE_LEASES)
+        {
+            return Err(Error::invalid(format!(
+                "maxConcurrency {max} is more live leases than a gateway bucket holds \
+                 ({MAX_LIVE_LEASES})"
+            )));
+        }
         let signature = rules_signature(&req.rules);
         if let Some(existing) = self.buckets.get(&req.bucket_id) {
             existing.check_rules_change(&req.rules, &signature, &req.bucket_id)?;
@@ -192,9 +149,10 @@ impl GatewayCore {
             .unwrap_or(0)
             .min(self.config.horizon_ms / 2);
         let lease_ttl = micros(self.config.lease_ttl_ms);
-        self.ensure_bucket(&req.bucket_id, now);
+        self.ensure_bucket(&req.bucket_id, now)?;
         let bucket = self.buckets.get_mut(&req.bucket_id).expect("ensured");
         bucket.apply_rules(&req.rules, signature, self.config.window_guard_ms);
+        bucket.concurrency.observe(&req.rules, now);
         bucket.retire(now);
         bucket.mature(now);
         bucket.returns.prune(now_ms);
@@ -211,11 +169,14 @@ impl GatewayCore {
             lease_ttl,
             &mut self.ids,
         );
-        Ok(bucket.response(grant, now, self.config.window_guard_ms))
+        let response = bucket.response(grant, now, self.config.window_guard_ms);
+        self.touched(&req.bucket_id, now);
+        Ok(response)
     }
 
     pub fn release(&mut self, req: &ReleaseRequest, now_ms: u64) -> Result<ReleaseResponse> {
         self.authorize(&req.bucket_id, req.rate_scope_token.as_deref(), now_ms)?;
+        let now = micros(now_ms);
         let signature = rules_signature(&req.rules);
         let released = self.buckets.get_mut(&req.bucket_id).map_or(0, |b| {
             // Times come back only under the rules that spaced them.
@@ -223,58 +184,77 @@ impl GatewayCore {
                 b.returns.prune(now_ms);
                 b.returns.give_back(&req.returned_at_ms, now_ms);
             }
-            b.leases.release(
-                &req.lease_ids,
-                micros(now_ms),
-                micros(self.config.lease_ttl_ms),
-            )
+            b.leases
+                .release(&req.lease_ids, now, micros(self.config.lease_ttl_ms))
         });
+        if released > 0 {
+            self.touched(&req.bucket_id, now);
+        }
         Ok(ReleaseResponse { released })
     }
 
     pub fn penalize(&mut self, req: &PenalizeRequest, now_ms: u64) -> Result<PenalizeResponse> {
         self.authorize(&req.bucket_id, req.rate_scope_token.as_deref(), now_ms)?;
         let now = micros(now_ms);
-        self.ensure_bucket(&req.bucket_id, now);
+        self.ensure_bucket(&req.bucket_id, now)?;
         let bucket = self.buckets.get_mut(&req.bucket_id).expect("ensured");
         bucket.penalize(now, micros(req.cooldown_ms));
-        Ok(PenalizeResponse {
+        let response = PenalizeResponse {
             effective_requests_per_second: bucket.effective_rps(),
             cooldown_until_ms: ceil_ms(bucket.cooldown_until),
-        })
+        };
+        self.touched(&req.bucket_id, now);
+        Ok(response)
     }
 
-    pub fn charge(&mut self, req: &ChargeRequest, _now_ms: u64) -> Result<ChargeResponse> {
-        self.ledgers
-            .entry(req.root_run_id.clone())
-            .or_default()
-            .charge(req)
-    }
-
-    /// The bucket's live state, or `None` if the gateway holds none for it.
-    /// With a secret configured this needs the bucket's token like any
-    /// other rate call.
-    pub fn bucket(
-        &mut self,
-        bucket_id: &str,
-        token: Option<&str>,
-        now_ms: u64,
-    ) -> Result<Option<BucketView>> {
-        self.authorize(bucket_id, token, now_ms)?;
+    /// Charges the run. With a secret it needs the run's token. A ledger
+    /// idle for a day is forgotten before the charge, as it would be by a
+    /// sweep, so the answer never depends on when sweeps ran.
+    pub fn charge(&mut self, req: &ChargeRequest, now_ms: u64) -> Result<ChargeResponse> {
+        check_now(now_ms)?;
+        if let Some(secret) = &self.config.secret {
+            verify_run_scope_token(
+                secret,
+                &req.root_run_id,
+                req.run_scope_token.as_deref(),
+                now_ms,
+            )?;
+        }
         let now = micros(now_ms);
-        Ok(self.buckets.get_mut(bucket_id).map(|b| BucketView {
-            bucket_id: bucket_id.to_owned(),
-            rules: b.rules.clone(),
-            configured_requests_per_second: b.adaptive.as_ref().map(|a| a.cap),
-            effective_requests_per_second: b.effective_rps(),
-            next_free_at_ms: ceil_ms(b.next_free(now)),
-            cooldown_until_ms: b.cooldown_until_ms(now),
-            live_leases: b.leases.live(now) as u64,
-            max_concurrency: b.max_concurrency(),
-            reported_successes: b.reported_successes,
-            returned_permits: b.returns.pooled() as u64,
-            server_now_ms: now_ms,
-        }))
+        let run = &req.root_run_id;
+        if self.idle_runs.get(run).is_some_and(|at| at <= now) {
+            self.idle_runs.remove(run);
+            self.ledgers.remove(run);
+        }
+        if !self.ledgers.contains_key(run) {
+            while let Some(id) = self.idle_runs.pop_due(now) {
+                self.ledgers.remove(&id);
+            }
+            if self.ledgers.len() >= self.config.max_runs {
+                return Err(Error::unavailable(format!(
+                    "the gateway holds its maximum of {} run ledgers and none is idle; \
+                     run {run} cannot be charged now",
+                    self.config.max_runs
+                )));
+            }
+        }
+        let ledger = self.ledgers.entry(run.clone()).or_default();
+        let result = ledger.charge(req);
+        if ledger.order.is_empty() {
+            // A new run's first charge was refused: nothing to keep.
+            self.ledgers.remove(run);
+        } else if !result
+            .as_ref()
+            .is_err_and(|e| e.code == ErrorCode::InvalidInput)
+        {
+            let last_charge = self
+                .idle_runs
+                .get(run)
+                .map_or(now, |at| at.saturating_sub(RUN_IDLE).max(now));
+            self.idle_runs
+                .set(run, last_charge.saturating_add(RUN_IDLE));
+        }
+        result
     }
 
     /// A run's budget counter for `key` (0 if never charged).
@@ -284,5 +264,15 @@ impl GatewayCore {
 
     pub fn bucket_count(&self) -> usize {
         self.buckets.len()
+    }
+
+    pub fn run_count(&self) -> usize {
+        self.ledgers.len()
+    }
+
+    /// Entries in every bucket's lease expiry queue, live or released: what
+    /// the lease tables cost, for benchmarks and leak tests.
+    pub fn queued_leases(&self) -> usize {
+        self.buckets.values().map(|b| b.leases.queued()).sum()
     }
 }

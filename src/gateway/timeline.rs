@@ -59,9 +59,11 @@ impl Timeline {
     }
 }
 
-/// The adaptive rate's own spacing, in microseconds per permit.
+/// The adaptive rate's own spacing, in microseconds per permit. Never more
+/// than the longest rule window: no rule spaces permits further apart, and
+/// one grant must not park a bucket for longer than a window.
 pub(crate) fn interval_for_rps(rps: f64) -> Micros {
-    (1_000_000.0 / rps).ceil() as Micros
+    ((1_000_000.0 / rps).ceil() as Micros).min(micros(crate::protocol::limits::MAX_WINDOW_MS))
 }
 
 #[cfg(test)]

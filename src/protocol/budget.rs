@@ -25,6 +25,10 @@ pub struct BudgetCharge {
 pub struct ChargeRequest {
     pub root_run_id: String,
     pub reservation_id: String,
+    /// With a secret at the gateway: a token for `root_run_id` from
+    /// `mint_run_scope_token`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_scope_token: Option<String>,
     pub charges: Vec<BudgetCharge>,
 }
 
@@ -36,7 +40,7 @@ impl Message for ChargeRequest {
         for (i, item) in items.iter().enumerate() {
             let c = as_object(item, &f.item_path("charges", i))?;
             let charge = BudgetCharge {
-                key: c.string("key", limits::MAX_ID_BYTES)?.to_owned(),
+                key: c.string("key", limits::MAX_BUDGET_KEY_BYTES)?.to_owned(),
                 amount: c.integer("amount", 1, limits::MAX_BUDGET)?,
                 limit: c.integer("limit", 0, limits::MAX_BUDGET)?,
             };
@@ -51,7 +55,12 @@ impl Message for ChargeRequest {
         }
         Ok(ChargeRequest {
             root_run_id: f.string("rootRunId", limits::MAX_ID_BYTES)?.to_owned(),
-            reservation_id: f.string("reservationId", limits::MAX_ID_BYTES)?.to_owned(),
+            reservation_id: f
+                .string("reservationId", limits::MAX_RESERVATION_ID_BYTES)?
+                .to_owned(),
+            run_scope_token: f
+                .opt_string("runScopeToken", limits::MAX_TOKEN_BYTES)?
+                .map(|t| t.trim().to_owned()),
             charges,
         })
     }

@@ -35,12 +35,20 @@ pub mod limits {
     pub const MAX_WINDOW_MS: u64 = 31 * 24 * 3_600_000;
     pub const MAX_CONCURRENCY: u64 = 100_000;
     pub const MAX_RPS: f64 = 1_000_000.0;
+    /// One call in 1000 s. A lower `adaptiveMaxRps` would space permits so
+    /// far apart that one grant parks a bucket for days; a provider called
+    /// that rarely needs no adaptive ceiling.
+    pub const MIN_ADAPTIVE_MAX_RPS: f64 = 0.001;
     pub const MAX_COOLDOWN_MS: u64 = 24 * 3_600_000;
     pub const MAX_ID_BYTES: usize = 256;
     pub const MAX_TOKEN_BYTES: usize = 1_024;
     pub const MAX_RELEASE_BATCH: usize = 1_000;
     pub const MAX_OBSERVED_SUCCESSES: u64 = 1_000_000;
     pub const MAX_CHARGES: usize = 16;
+    /// Budget keys and reservation ids are kept per run; short ones keep a
+    /// run's stored ledger small.
+    pub const MAX_BUDGET_KEY_BYTES: usize = 64;
+    pub const MAX_RESERVATION_ID_BYTES: usize = 64;
     pub const MAX_BUDGET: u64 = 1_000_000_000;
     pub const MAX_DISPATCH_LEAD_MS: u64 = 10_000;
     pub const MAX_DISPATCH_TOLERANCE_MS: u64 = 60_000;

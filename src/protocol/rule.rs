@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::json::{as_object, number_text, Fields};
 use super::limits;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -51,6 +51,15 @@ impl PacingRule {
     }
 
     fn from_fields(f: &Fields<'_>) -> Result<Self> {
+        let adaptive_max_rps = f.opt_positive_number("adaptiveMaxRps", limits::MAX_RPS)?;
+        if let Some(rps) = adaptive_max_rps.filter(|&r| r < limits::MIN_ADAPTIVE_MAX_RPS) {
+            return Err(Error::invalid(format!(
+                "{} must be at least {} (one call in 1000 s), got {}",
+                f.name("adaptiveMaxRps"),
+                number_text(limits::MIN_ADAPTIVE_MAX_RPS),
+                number_text(rps)
+            )));
+        }
         Ok(PacingRule {
             requests_per_window: f.integer(
                 "requestsPerWindow",
@@ -59,7 +68,7 @@ impl PacingRule {
             )?,
             window_ms: f.integer("windowMs", 1, limits::MAX_WINDOW_MS)?,
             max_concurrency: f.opt_integer("maxConcurrency", 1, limits::MAX_CONCURRENCY)?,
-            adaptive_max_rps: f.opt_positive_number("adaptiveMaxRps", limits::MAX_RPS)?,
+            adaptive_max_rps,
         })
     }
 }

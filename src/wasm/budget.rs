@@ -4,7 +4,7 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use super::js::{from_js, promise, random_seed, to_js};
+use super::js::{from_js, promise, random_seed, to_js, Options};
 use super::port::JsPort;
 use super::registry::keep_budget_state;
 use super::runtime::JsRuntime;
@@ -16,6 +16,10 @@ const TS_BUDGET: &'static str = r#"
 export interface BudgetChargeInit { key: string; amount: number; limit: number }
 export interface ChargeInput { rootRunId: string; charges: BudgetChargeInit[] }
 export interface ChargeResult { counters: Record<string, number> }
+export interface GatewayBudgetStateOptions {
+  /** From mintRunScopeToken for the run this state charges; a gateway with a secret refuses charges without it. */
+  runScopeToken?: string;
+}
 "#;
 
 fn charge_promise(state: Rc<dyn BudgetState>, input: JsValue) -> js_sys::Promise {
@@ -86,14 +90,15 @@ impl JsGatewayBudgetState {
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "GatewayPortLike")] port: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "GatewayBudgetStateOptions")]
+        options: JsValue,
     ) -> Result<JsGatewayBudgetState, JsValue> {
+        let token = Options::read(&options)?.field::<String>("runScopeToken")?;
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
         let rt: Rc<dyn Runtime> = Rc::new(JsRuntime);
-        Ok(Self::keep(Rc::new(GatewayBudgetState::new(
-            port,
-            rt,
-            random_seed(),
-        ))))
+        Ok(Self::keep(Rc::new(
+            GatewayBudgetState::new(port, rt, random_seed()).with_run_scope_token(token),
+        )))
     }
 }
 

@@ -5,7 +5,7 @@
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use super::js::{from_js, now_arg, random_seed, to_js, Options};
+use super::js::{from_js, now_arg, random_key, to_js, Options};
 use crate::error::Error;
 use crate::gateway::{self, GatewayConfig};
 use crate::protocol::{AcquireRequest, ChargeRequest, PenalizeRequest, ReleaseRequest};
@@ -13,14 +13,16 @@ use crate::protocol::{AcquireRequest, ChargeRequest, PenalizeRequest, ReleaseReq
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GATEWAY: &'static str = r#"
 export interface GatewayCoreOptions {
-  /** With a secret, every rate call must carry a token from mintRateScopeToken. */
+  /** With a secret, every rate call must carry a token from mintRateScopeToken, every charge one from mintRunScopeToken. */
   secret?: string;
   /** How far ahead a dispatch time may be granted (default 1000). */
   horizonMs?: number;
   /** How long a concurrency lease lives past its dispatch time (default 60000). */
   leaseTtlMs?: number;
-  /** Idle buckets past this count are forgotten (default 10000). */
+  /** The most buckets held; past it idle ones are forgotten, and with none idle a new bucket is refused with GATEWAY_UNAVAILABLE (default 10000). */
   maxBuckets?: number;
+  /** The same for run ledgers, which are also forgotten a day after their last charge (default 10000). */
+  maxRuns?: number;
   /** Schedule every rule window as if this much longer, absorbing network jitter (default 0). */
   windowGuardMs?: number;
 }
@@ -58,6 +60,7 @@ fn config_from(options: &JsValue) -> Result<GatewayConfig, Error> {
             .field("leaseTtlMs")?
             .unwrap_or(defaults.lease_ttl_ms),
         max_buckets: options.field("maxBuckets")?.unwrap_or(defaults.max_buckets),
+        max_runs: options.field("maxRuns")?.unwrap_or(defaults.max_runs),
         window_guard_ms: options
             .field("windowGuardMs")?
             .unwrap_or(defaults.window_guard_ms),
@@ -73,7 +76,7 @@ impl JsGatewayCore {
         >,
     ) -> Result<JsGatewayCore, JsValue> {
         let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
-        let core = gateway::GatewayCore::new(config_from(&options)?, random_seed())?;
+        let core = gateway::GatewayCore::new(config_from(&options)?, random_key())?;
         Ok(JsGatewayCore { core })
     }
 
@@ -192,6 +195,21 @@ pub fn mint_rate_scope_token(
     Ok(gateway::mint_rate_scope_token(
         secret.as_bytes(),
         bucket_id,
+        now_arg(expires_at_ms)?,
+    ))
+}
+
+/// A token for the budget charges of the run `rootRunId`, for a gateway
+/// with `secret`; it must expire at most 7 days after it is used.
+#[wasm_bindgen(js_name = mintRunScopeToken)]
+pub fn mint_run_scope_token(
+    secret: &str,
+    root_run_id: &str,
+    expires_at_ms: f64,
+) -> Result<String, JsValue> {
+    Ok(gateway::mint_run_scope_token(
+        secret.as_bytes(),
+        root_run_id,
         now_arg(expires_at_ms)?,
     ))
 }

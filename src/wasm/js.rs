@@ -34,6 +34,13 @@ pub(crate) fn random_seed() -> u64 {
     u64::from_le_bytes(buf)
 }
 
+/// 32 bytes from `crypto.getRandomValues`: a key nobody can guess.
+pub(crate) fn random_key() -> [u8; 32] {
+    let mut key = [0u8; 32];
+    get_random_values(&mut key);
+    key
+}
+
 fn json_text(value: &JsValue) -> Result<String, Error> {
     js_sys::JSON::stringify(value)
         .ok()

@@ -1,6 +1,9 @@
 //! Builders for gateway requests and a checker for the window invariant.
 
-use paceline::protocol::{AcquireRequest, PacingRule, PenalizeRequest, ReleaseRequest};
+use paceline::gateway::{handle, GatewayCore};
+use paceline::protocol::{
+    AcquireRequest, BudgetCharge, ChargeRequest, PacingRule, PenalizeRequest, ReleaseRequest,
+};
 
 pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireRequest {
     AcquireRequest {
@@ -34,6 +37,34 @@ pub fn penalize(bucket: &str, cooldown_ms: u64) -> PenalizeRequest {
         cooldown_ms,
         scheduler_schema: None,
     }
+}
+
+/// A charge request from `(key, amount, limit)` triples.
+pub fn charge(
+    run: &str,
+    id: &str,
+    token: Option<String>,
+    charges: &[(&str, u64, u64)],
+) -> ChargeRequest {
+    ChargeRequest {
+        root_run_id: run.into(),
+        reservation_id: id.into(),
+        run_scope_token: token,
+        charges: charges
+            .iter()
+            .map(|(key, amount, limit)| BudgetCharge {
+                key: (*key).into(),
+                amount: *amount,
+                limit: *limit,
+            })
+            .collect(),
+    }
+}
+
+/// POSTs `body` through the gateway's HTTP face: `(status, body)`.
+pub fn post(g: &mut GatewayCore, path: &str, body: &str, now_ms: u64) -> (u16, String) {
+    let r = handle(g, "POST", path, body.as_bytes(), now_ms);
+    (r.status, r.body)
 }
 
 /// The most dispatch times any half-open window `[a, a + window_ms)` holds.

@@ -1,0 +1,153 @@
+//! A bucket's record in a snapshot.
+
+use std::collections::VecDeque;
+
+use super::codec::{Reader, Writer};
+use crate::error::Result;
+use crate::gateway::adaptive::AdaptiveRate;
+use crate::gateway::bucket::Bucket;
+use crate::gateway::concurrency::ConcurrencyLimits;
+use crate::gateway::leases::{LeaseId, LeaseTable};
+use crate::gateway::recent::RecentPermits;
+use crate::gateway::timeline::Timeline;
+use crate::protocol::{rules_signature, PacingRule};
+
+pub(super) fn write_bucket(w: &mut Writer, b: &Bucket) {
+    w.uint(b.rules.len() as u64);
+    for rule in &b.rules {
+        w.uint(rule.requests_per_window);
+        w.uint(rule.window_ms);
+        w.opt_uint(rule.max_concurrency);
+        w.opt_f64(rule.adaptive_max_rps);
+    }
+    w.uint(b.timelines.len() as u64);
+    for t in &b.timelines {
+        w.uint(t.requests_per_window);
+        w.uint(t.window_ms);
+        w.uint(t.tat);
+        w.opt_uint(t.retire_at);
+    }
+    match &b.adaptive {
+        None => w.0.push(0),
+        Some(a) => {
+            w.0.push(1);
+            w.f64(a.cap);
+            w.f64(a.w_max);
+            w.f64(a.k);
+            w.f64(a.c);
+            w.uint(a.successes_since_cut);
+        }
+    }
+    w.uint(b.adaptive_tat);
+    w.uint(b.cooldown_until);
+    w.0.push(u8::from(b.pending_cut));
+    w.uint(b.leases.iter().count() as u64);
+    for (expires_at, id) in b.leases.iter() {
+        w.bytes(&id.to_le_bytes());
+        w.uint(*expires_at);
+    }
+    w.opt_uint(b.last_at);
+    w.uint(b.turns_tat);
+    w.uint(b.maturing.len() as u64);
+    for (at, n) in &b.maturing {
+        w.uint(*at);
+        w.uint(*n);
+    }
+    w.uint(b.reported_successes);
+    w.uint(b.slot_turns_tat);
+    w.opt_uint(b.leases.hold_us);
+    w.uint(b.concurrency.named.len() as u64);
+    for &(max, until) in &b.concurrency.named {
+        w.uint(max);
+        w.uint(until);
+    }
+    w.uint(b.recent.entries.len() as u64);
+    for &(at, n) in &b.recent.entries {
+        w.uint(at);
+        w.uint(n);
+    }
+}
+
+/// Reads a bucket record of format `version`: version 1 had 64-bit lease
+/// ids and no concurrency limits of its own.
+pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<Bucket> {
+    let mut rules = Vec::new();
+    for _ in 0..r.len()? {
+        rules.push(PacingRule {
+            requests_per_window: r.positive()?,
+            window_ms: r.positive()?,
+            max_concurrency: r.opt_uint()?,
+            adaptive_max_rps: r.opt_f64()?,
+        });
+    }
+    let mut timelines = Vec::new();
+    for _ in 0..r.len()? {
+        let rule = PacingRule::new(r.positive()?, r.positive()?);
+        let mut t = Timeline::for_rule(&rule, r.uint()?, guard_ms);
+        t.retire_at = r.opt_uint()?;
+        timelines.push(t);
+    }
+    let adaptive = match r.byte()? {
+        0 => None,
+        _ => Some(AdaptiveRate {
+            cap: r.f64()?,
+            w_max: r.f64()?,
+            k: r.f64()?,
+            c: r.f64()?,
+            successes_since_cut: r.uint()?,
+        }),
+    };
+    let adaptive_tat = r.uint()?;
+    let cooldown_until = r.uint()?;
+    let pending_cut = r.byte()? != 0;
+    let mut leases = LeaseTable::default();
+    for _ in 0..r.len()? {
+        let id = if version == 1 {
+            LeaseId::from(r.u64()?)
+        } else {
+            LeaseId::from_le_bytes(r.array()?)
+        };
+        leases.insert(id, r.uint()?);
+    }
+    let mut bucket = Bucket {
+        signature: if rules.is_empty() {
+            String::new()
+        } else {
+            rules_signature(&rules)
+        },
+        rules,
+        timelines,
+        adaptive,
+        adaptive_tat,
+        cooldown_until,
+        pending_cut,
+        leases,
+        concurrency: ConcurrencyLimits::default(),
+        recent: RecentPermits::default(),
+        last_at: r.opt_uint()?,
+        turns_tat: r.uint()?,
+        maturing: {
+            let mut maturing = VecDeque::new();
+            for _ in 0..r.len()? {
+                maturing.push_back((r.uint()?, r.uint()?));
+            }
+            maturing
+        },
+        reported_successes: r.uint()?,
+        slot_turns_tat: r.uint()?,
+        returns: Default::default(),
+    };
+    bucket.leases.hold_us = r.opt_uint()?;
+    if version >= 2 {
+        for _ in 0..r.len()? {
+            bucket.concurrency.named.push((r.positive()?, r.uint()?));
+        }
+        for _ in 0..r.len()? {
+            bucket.recent.entries.push_back((r.uint()?, r.uint()?));
+        }
+    } else if let Some(last) = bucket.last_at {
+        // Version 1 kept no count of recent permits: assume the most.
+        bucket.recent.entries.push_back((last, u64::MAX));
+    }
+    Ok(bucket)
+}

@@ -1,0 +1,307 @@
+//! The gateway against hostile clients: forged scopes, guessed lease ids,
+//! clients that disagree about a provider's rules, loose numbers. One test
+//! per finding of the hardening review, named after it.
+
+mod common;
+
+use std::rc::Rc;
+
+use common::gateway::{acquire, charge, densest_window, post, release};
+use common::port::{block_on, ScriptedPort};
+use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort, Runtime};
+use paceline::gateway::{
+    mint_rate_scope_token, mint_run_scope_token, GatewayConfig, GatewayCore, MAX_NOW_MS,
+};
+use paceline::protocol::{BudgetCharge, PacingRule};
+use paceline::sim::SimRuntime;
+use paceline::ErrorCode;
+
+const T0: u64 = 1_767_225_600_000;
+const SECRET: &[u8] = b"control-plane-secret";
+
+fn per_second(n: u64) -> PacingRule {
+    PacingRule::new(n, 1_000)
+}
+
+fn with_secret() -> GatewayCore {
+    let config = GatewayConfig {
+        secret: Some(SECRET.to_vec()),
+        ..GatewayConfig::default()
+    };
+    GatewayCore::new(config, [1; 32]).unwrap()
+}
+
+#[test]
+fn budget_charges_ignore_the_secret_a_charge_needs_its_runs_token() {
+    let mut g = with_secret();
+    let mine = mint_run_scope_token(SECRET, "victim", T0 + 60_000);
+    let forged = [
+        None,
+        Some(mint_run_scope_token(SECRET, "attacker", T0 + 60_000)),
+        Some(mint_rate_scope_token(SECRET, "victim", T0 + 60_000)),
+        Some(mint_run_scope_token(b"guess", "victim", T0 + 60_000)),
+    ];
+    for token in forged {
+        let e = g
+            .charge(
+                &charge(
+                    "victim",
+                    "x",
+                    token.clone(),
+                    &[("toolCall", 1_000_000_000, 1_000_000_000)],
+                ),
+                T0,
+            )
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::ForbiddenScope, "{token:?}");
+    }
+    assert_eq!(g.run_count(), 0, "refused charges made no ledger");
+    let ok = g
+        .charge(
+            &charge("victim", "r1", Some(mine), &[("toolCall", 1, 10)]),
+            T0,
+        )
+        .unwrap();
+    assert_eq!(ok.counters["toolCall"], 1, "the forgeries counted nothing");
+}
+
+#[test]
+fn budget_charges_ignore_the_secret_the_clients_budget_state_sends_its_token() {
+    let rt = SimRuntime::new(T0);
+    let port = ScriptedPort::new(&rt, 0);
+    *port.gateway.core.borrow_mut() = with_secret();
+    let port_dyn: Rc<dyn GatewayPort> = port.clone();
+    let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
+    let token = mint_run_scope_token(SECRET, "run", T0 + 3_600_000);
+    let tokened = Rc::new(
+        GatewayBudgetState::new(port_dyn.clone(), runtime.clone(), 1)
+            .with_run_scope_token(Some(token)),
+    );
+    let bare = Rc::new(GatewayBudgetState::new(port_dyn, runtime, 2));
+    let one = vec![BudgetCharge {
+        key: "retry".into(),
+        amount: 1,
+        limit: 5,
+    }];
+    let (t, b, c) = (tokened.clone(), bare.clone(), one.clone());
+    let (with, without) = block_on(&rt, async move {
+        (t.charge("run", &c).await, b.charge("run", &c).await)
+    });
+    assert!(with.is_ok(), "{with:?}");
+    assert_eq!(without.unwrap_err().code, ErrorCode::ForbiddenScope);
+    assert!(port.charges.borrow()[0].run_scope_token.is_some());
+}
+
+#[test]
+fn a_tiny_adaptive_max_rps_is_refused_and_the_smallest_allowed_parks_no_bucket() {
+    let mut g = GatewayCore::new(GatewayConfig::default(), 1).unwrap();
+    let tiny = r#"{"bucketId":"v","rules":[{"requestsPerWindow":10,"windowMs":1000,"adaptiveMaxRps":1e-300}],"requested":1}"#;
+    let (status, body) = post(&mut g, "/v1/rate/acquire", tiny, T0);
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("adaptiveMaxRps must be at least 0.001"),
+        "{body}"
+    );
+    assert_eq!(g.bucket_count(), 0);
+
+    let slowest = per_second(10).with_adaptive_max_rps(0.001);
+    g.acquire(&acquire("v", &[slowest], 1), T0).unwrap();
+    let later = T0 + 1_000_000;
+    let normal = g
+        .acquire(&acquire("v", &[per_second(10)], 1), later)
+        .unwrap();
+    assert_eq!(normal.scheduled_at_ms.unwrap(), [later], "1000 s at most");
+}
+
+#[test]
+fn lease_ids_predictable_ids_are_128_bit_macs_nobody_can_release_unheld() {
+    let mut g = GatewayCore::new(GatewayConfig::default(), [7; 32]).unwrap();
+    let rules = [per_second(100).with_max_concurrency(3)];
+    let mine = g
+        .acquire(&acquire("b", &rules, 3), T0)
+        .unwrap()
+        .lease_ids
+        .unwrap();
+    assert!(mine.iter().all(|id| id.len() == 32));
+    let mut other = GatewayCore::new(GatewayConfig::default(), [8; 32]).unwrap();
+    let theirs = other
+        .acquire(&acquire("b", &rules, 3), T0)
+        .unwrap()
+        .lease_ids
+        .unwrap();
+    assert!(
+        mine.iter().all(|id| !theirs.contains(id)),
+        "another key, other ids"
+    );
+    // Guesses from the ids one holds: neighbours, bit flips, truncations.
+    let mut guesses: Vec<String> = theirs.clone();
+    for id in &mine {
+        let n = u128::from_str_radix(id, 16).unwrap();
+        for delta in [1u128, 2, 3, 1 << 64] {
+            guesses.push(format!("{:032x}", n.wrapping_add(delta)));
+            guesses.push(format!("{:032x}", n.wrapping_sub(delta)));
+        }
+        guesses.push(id[16..].to_owned());
+        guesses.push(id.to_uppercase());
+    }
+    let r = g.release(&release("b", &rules, guesses), T0).unwrap();
+    assert_eq!(r.released, 0);
+    assert_eq!(g.bucket("b", None, T0).unwrap().unwrap().live_leases, 3);
+}
+
+#[test]
+fn lease_ids_predictable_a_restored_gateway_keeps_its_key_and_never_repeats_an_id() {
+    let mut g = GatewayCore::new(GatewayConfig::default(), [7; 32]).unwrap();
+    let rules = [per_second(100).with_max_concurrency(1_000)];
+    let before = g
+        .acquire(&acquire("b", &rules, 50), T0)
+        .unwrap()
+        .lease_ids
+        .unwrap();
+    let mut back = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
+    let next = back
+        .acquire(&acquire("b", &rules, 50), T0 + 1_000)
+        .unwrap()
+        .lease_ids
+        .unwrap();
+    let again = g
+        .acquire(&acquire("b", &rules, 50), T0 + 1_000)
+        .unwrap()
+        .lease_ids
+        .unwrap();
+    assert_eq!(next, again, "the same key and counter continue");
+    assert!(next.iter().all(|id| !before.contains(id)));
+}
+
+#[test]
+fn clients_that_disagree_on_max_concurrency_the_strictest_binds_for_a_window() {
+    let mut g = GatewayCore::new(GatewayConfig::default(), 1).unwrap();
+    let strict = [per_second(100).with_max_concurrency(5)];
+    let lax = [per_second(100).with_max_concurrency(50)];
+    let mut leases = 0;
+    for i in 0..20 {
+        let now = T0 + i * 10;
+        let rules = if i % 2 == 0 { &strict } else { &lax };
+        leases += g.acquire(&acquire("b", rules, 10), now).unwrap().granted;
+        let view = g.bucket("b", None, now).unwrap().unwrap();
+        assert!(
+            view.live_leases <= 5,
+            "{} live under a named 5",
+            view.live_leases
+        );
+    }
+    assert_eq!(leases, 5);
+    // One window (1 s) after the strict client last spoke, the lax limit binds.
+    let later = T0 + 190 + 1_000;
+    let r = g.acquire(&acquire("b", &lax, 50), later).unwrap();
+    assert_eq!(r.granted, 45);
+    assert_eq!(
+        g.bucket("b", None, later).unwrap().unwrap().max_concurrency,
+        Some(50)
+    );
+}
+
+#[test]
+fn a_lax_to_strict_switch_does_not_let_old_permits_crowd_the_strict_rules_first_window() {
+    let mut g = GatewayCore::new(GatewayConfig::default(), 1).unwrap();
+    let mut old = Vec::new();
+    for i in 0..10 {
+        let r = g
+            .acquire(&acquire("b", &[per_second(50)], 50), T0 + i * 100)
+            .unwrap();
+        old.extend(r.scheduled_at_ms.unwrap());
+    }
+    let mut new = Vec::new();
+    for i in 0..40 {
+        let r = g
+            .acquire(&acquire("b", &[per_second(5)], 5), T0 + 1_000 + i * 100)
+            .unwrap();
+        new.extend(r.scheduled_at_ms.unwrap());
+    }
+    assert!(
+        new.len() >= 10,
+        "the strict rule still gets its rate: {new:?}"
+    );
+    let all: Vec<u64> = old.iter().chain(&new).copied().collect();
+    let starts = all
+        .iter()
+        .copied()
+        .chain(new.iter().map(|t| t.saturating_sub(999)));
+    for start in starts {
+        let window = start..start + 1_000;
+        if new.iter().any(|t| window.contains(t)) {
+            let held = all.iter().filter(|t| window.contains(t)).count();
+            assert!(
+                held <= 5,
+                "{held} permits in [{start}, +1000) with a strict one"
+            );
+        }
+    }
+    assert!(densest_window(&new, 1_000) <= 5);
+}
+
+#[test]
+fn loose_numbers_a_now_past_the_year_2200_is_refused_without_a_state_change() {
+    let mut g = GatewayCore::new(GatewayConfig::default(), 1).unwrap();
+    g.acquire(&acquire("b", &[per_second(10)], 1), T0).unwrap();
+    let before = g.snapshot();
+    let body =
+        r#"{"bucketId":"b","rules":[{"requestsPerWindow":10,"windowMs":1000}],"requested":1}"#;
+    let charge_body =
+        r#"{"rootRunId":"r","reservationId":"1","charges":[{"key":"k","amount":1,"limit":9}]}"#;
+    for now in [
+        MAX_NOW_MS + 1,
+        10_000_000_000_000_000,
+        (1 << 53) - 1,
+        u64::MAX,
+    ] {
+        for (path, body) in [
+            ("/v1/rate/acquire", body),
+            ("/v1/rate/penalize", r#"{"bucketId":"b","cooldownMs":1000}"#),
+            ("/v1/budget/charge", charge_body),
+        ] {
+            let (status, answer) = post(&mut g, path, body, now);
+            assert_eq!(status, 400, "{path} at {now}: {answer}");
+            assert!(answer.contains("before the year 2200"), "{answer}");
+        }
+        assert!(g.bucket("b", None, now).is_err());
+    }
+    assert_eq!(g.snapshot(), before);
+    assert_eq!(
+        g.acquire(&acquire("b", &[per_second(10)], 1), MAX_NOW_MS)
+            .unwrap()
+            .granted,
+        1
+    );
+}
+
+#[test]
+fn loose_numbers_out_of_range_gateway_options_are_refused() {
+    for (config, says) in [
+        (
+            GatewayConfig {
+                max_runs: 0,
+                ..GatewayConfig::default()
+            },
+            "maxRuns",
+        ),
+        (
+            GatewayConfig {
+                max_buckets: usize::MAX,
+                ..GatewayConfig::default()
+            },
+            "maxBuckets",
+        ),
+        (
+            GatewayConfig {
+                horizon_ms: u64::MAX,
+                ..GatewayConfig::default()
+            },
+            "horizonMs",
+        ),
+    ] {
+        let e = GatewayCore::new(config, 0).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert!(e.message.starts_with(says), "{}", e.message);
+    }
+}

@@ -78,6 +78,9 @@ pub enum Detail {
     /// An exception the host raised (a user callback, `fetch`), kept by the
     /// bindings under this handle so it reaches the caller unchanged.
     Foreign(u64),
+    /// `ABORTED`: the reason the host's abort signal gave, kept by the
+    /// bindings under this handle and attached as the error's `cause`.
+    AbortReason(u64),
 }
 
 #[derive(Debug, Clone, PartialEq)]

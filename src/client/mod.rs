@@ -14,4 +14,4 @@ pub use pacer::{
 };
 pub use permit::Permit;
 pub use port::{GatewayPort, InProcessGateway};
-pub use runtime::{abortable, aborted, AbortSignal, LocalBoxFuture, Runtime};
+pub use runtime::{abortable, AbortSignal, LocalBoxFuture, Runtime};

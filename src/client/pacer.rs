@@ -198,7 +198,7 @@ impl GatewayRateState {
             .filter(|t| !t.is_empty());
         loop {
             if let Some(signal) = req.signal {
-                signal.check()?;
+                signal.check(|| permit_wait(req.bucket_id))?;
             }
             if let Some(e) = self.inner.release_failure.borrow_mut().take() {
                 return Err(e);
@@ -208,7 +208,7 @@ impl GatewayRateState {
                 if wait > 0 {
                     let sleep = self.inner.rt.sleep(wait);
                     // On abort `permit` drops here, releasing its lease.
-                    abortable(req.signal, async {
+                    abortable(req.signal, || permit_wait(req.bucket_id), async {
                         sleep.await;
                         Ok(())
                     })
@@ -249,7 +249,7 @@ impl GatewayRateState {
             state.refill_generation
         });
         let rt = &self.inner.rt;
-        let waited = abortable(signal, async {
+        let waited = abortable(signal, || permit_wait(bucket_id), async {
             loop {
                 let now = rt.now_ms();
                 let (landed, not_before, lost) = self.state(bucket_id, |s| {
@@ -771,4 +771,9 @@ fn validate_grant(
             )
         })
         .collect())
+}
+
+/// What a permit wait names when it is aborted.
+fn permit_wait(bucket_id: &str) -> String {
+    format!("a permit of bucket {bucket_id}")
 }

@@ -78,9 +78,10 @@ pub enum Detail {
     /// An exception the host raised (a user callback, `fetch`), kept by the
     /// bindings under this handle so it reaches the caller unchanged.
     Foreign(u64),
-    /// `ABORTED`: the reason the host's abort signal gave, kept by the
-    /// bindings under this handle and attached as the error's `cause`.
-    AbortReason(u64),
+    /// A host value that explains the error (an abort signal's reason, what
+    /// a getter threw), kept by the bindings under this handle and attached
+    /// as the JS error's `cause`.
+    Cause(u64),
 }
 
 #[derive(Debug, Clone, PartialEq)]

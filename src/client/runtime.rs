@@ -94,7 +94,7 @@ impl AbortSignal {
             format!("the wait for {waiting_for} was aborted"),
         );
         match self.state.borrow().reason {
-            Some(reason) => e.with_detail(Detail::AbortReason(reason)),
+            Some(reason) => e.with_detail(Detail::Cause(reason)),
             None => e,
         }
     }
@@ -229,7 +229,7 @@ mod tests {
             e.message,
             "the wait for a permit of bucket org:p was aborted"
         );
-        assert_eq!(e.detail, Some(Detail::AbortReason(7)));
+        assert_eq!(e.detail, Some(Detail::Cause(7)));
     }
 
     #[test]
@@ -246,10 +246,10 @@ mod tests {
             panic!("an aborted signal let the work run");
         };
         assert_eq!(e.message, "the wait for a tool slot was aborted");
-        assert_eq!(e.detail, Some(Detail::AbortReason(1)));
+        assert_eq!(e.detail, Some(Detail::Cause(1)));
         assert_eq!(
             signal.check(|| "x".to_owned()).unwrap_err().detail,
-            Some(Detail::AbortReason(1))
+            Some(Detail::Cause(1))
         );
     }
 }

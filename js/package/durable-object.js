@@ -2,7 +2,7 @@
 // is stored before any answer leaves, so an evicted or restarted object
 // continues the same timelines and never grants a dispatch time twice.
 import { GatewayCore } from "../paceline.js";
-import { handleGatewayRequest } from "./gateway-http.js";
+import { handleGatewayRequest, readRequestBody } from "./gateway-http.js";
 
 const SNAPSHOT_KEY = "snapshot";
 const RATE_PATHS = new Set(["/v1/rate/acquire", "/v1/rate/release", "/v1/rate/penalize"]);
@@ -117,9 +117,9 @@ export async function routeGatewayRequest(request, env, bindingName = "PACELINE_
     return invalid(404, `no gateway endpoint at ${request.method} ${pathname}`);
   }
   if (request.method !== "POST") return invalid(405, `${pathname} takes POST, not ${request.method}`);
-  const bytes = await request.arrayBuffer();
-  if (bytes.byteLength > MAX_BODY_BYTES) {
-    return invalid(400, `body is ${bytes.byteLength} bytes; the limit is ${MAX_BODY_BYTES}`);
+  const bytes = await readRequestBody(request, MAX_BODY_BYTES);
+  if (bytes === null) {
+    return invalid(400, `body is over ${MAX_BODY_BYTES} bytes; the limit is ${MAX_BODY_BYTES}`);
   }
   let body;
   try {

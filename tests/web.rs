@@ -49,7 +49,8 @@ fn every_bad_acquire_is_refused_in_the_browser() {
 #[wasm_bindgen_test]
 fn decoded_grant_is_a_plain_js_object() {
     let grant =
-        decode_acquire_response(include_str!("fixtures/acquire-response-scheduled.json")).unwrap();
+        decode_acquire_response(include_str!("fixtures/acquire-response-scheduled.json").into())
+            .unwrap();
     assert_eq!(prop(&grant, "granted").as_f64(), Some(3.0));
     let times = js_sys::Array::from(&prop(&grant, "scheduledAtMs"));
     assert_eq!(times.length(), 3);
@@ -63,7 +64,8 @@ fn decoded_grant_is_a_plain_js_object() {
 #[wasm_bindgen_test]
 fn bad_grant_throws_an_error_with_code_and_field() {
     let thrown =
-        decode_acquire_response(r#"{"granted":2,"waitMs":0,"scheduledAtMs":[1,"x"]}"#).unwrap_err();
+        decode_acquire_response(r#"{"granted":2,"waitMs":0,"scheduledAtMs":[1,"x"]}"#.into())
+            .unwrap_err();
     assert!(thrown.is_instance_of::<js_sys::Error>());
     assert_eq!(prop(&thrown, "code").as_string().unwrap(), "INVALID_INPUT");
     let message = prop(&thrown, "message").as_string().unwrap();

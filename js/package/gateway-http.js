@@ -13,8 +13,8 @@ function refusal(status, message) {
   });
 }
 
-function misuse(message) {
-  const error = new Error(message);
+function misuse(message, cause) {
+  const error = new Error(message, cause === undefined ? undefined : { cause });
   error.name = "PacelineError";
   error.code = "INVALID_INPUT";
   return error;
@@ -24,8 +24,19 @@ function misuse(message) {
  * The request's body, read until `limitBytes`: `null` when it declares or
  * turns out to be longer, in which case the stream is cancelled unread.
  */
+/** Throws INVALID_INPUT unless `request` is a Request (a revoked Proxy included). */
+function checkRequest(request, who) {
+  let ok;
+  try {
+    ok = request instanceof Request;
+  } catch (cause) {
+    throw misuse(`${who}: request could not be read`, cause);
+  }
+  if (!ok) throw misuse(`${who}: request must be a Request`);
+}
+
 export async function readRequestBody(request, limitBytes = MAX_BODY_BYTES) {
-  if (!(request instanceof Request)) throw misuse("readRequestBody: request must be a Request");
+  checkRequest(request, "readRequestBody");
   if (!Number.isSafeInteger(limitBytes) || limitBytes < 0) {
     throw misuse("readRequestBody: limitBytes must be an integer >= 0");
   }
@@ -58,7 +69,14 @@ export async function readRequestBody(request, limitBytes = MAX_BODY_BYTES) {
 }
 
 export async function handleGatewayRequest(core, request, nowMs) {
-  if (!(request instanceof Request)) throw misuse("handleGatewayRequest: request must be a Request");
+  let handle;
+  try {
+    handle = core?.handle;
+  } catch (cause) {
+    throw misuse("handleGatewayRequest: core could not be read", cause);
+  }
+  if (typeof handle !== "function") throw misuse("handleGatewayRequest: core must be a GatewayCore");
+  checkRequest(request, "handleGatewayRequest");
   const url = new URL(request.url);
   const bytes = await readRequestBody(request, MAX_BODY_BYTES);
   if (bytes === null) {

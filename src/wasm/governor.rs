@@ -396,10 +396,24 @@ impl JsGovernor {
         })
     }
 
+    /// Rows to run at once: `requested` clamped to `[1, maxRowConcurrency]`
+    /// (a negative or zero request is 1), or the policy's default.
     #[wasm_bindgen(js_name = resolveRowConcurrency)]
-    pub fn resolve_row_concurrency(&self, requested: Option<u32>) -> u32 {
-        self.inner
-            .resolve_row_concurrency(requested.map(|n| n as usize)) as u32
+    pub fn resolve_row_concurrency(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] requested: JsValue,
+    ) -> std::result::Result<u32, JsValue> {
+        let requested = match present(requested) {
+            None => None,
+            // Clamped here, before the cast, so -1 is 1 and not a wrapped
+            // huge count; the float-to-int cast saturates.
+            Some(v) => match v.as_f64() {
+                Some(n) if !n.is_nan() => Some(n.max(1.0) as usize),
+                _ => return Err(Error::invalid("requested must be a number").into()),
+            },
+        };
+        let rows = self.inner.resolve_row_concurrency(requested);
+        Ok(u32::try_from(rows).unwrap_or(u32::MAX))
     }
 
     /// One governed provider call: `call(attempt)` makes it and returns

@@ -20,8 +20,6 @@ use crate::protocol::{decode, limits, Message};
 extern "C" {
     #[wasm_bindgen(catch, js_namespace = Object, js_name = keys)]
     fn object_keys(value: &JsValue) -> std::result::Result<Array, JsValue>;
-    #[wasm_bindgen(catch, js_namespace = Array, js_name = isArray)]
-    fn is_array(value: &JsValue) -> std::result::Result<bool, JsValue>;
 }
 
 /// The latest time an argument may name: 10000-01-01T00:00:00Z. Far enough
@@ -74,7 +72,9 @@ pub(crate) fn string(value: &JsValue, path: &str, max_bytes: usize) -> Result<St
 }
 
 fn too_long(path: &str, max_bytes: usize) -> Error {
-    Error::invalid(format!("{path} must be at most {max_bytes} bytes"))
+    Error::invalid(format!(
+        "{path} is over {max_bytes} bytes; the limit is {max_bytes}"
+    ))
 }
 
 /// An integer number in `0..=max`: no strings, no fractions, no NaN.
@@ -140,9 +140,10 @@ pub(crate) struct ObjectArg {
 }
 
 impl ObjectArg {
-    /// `value` as an object; `path` names it in errors.
+    /// `value` as an object; `path` names it in errors. (An array passes
+    /// here; `only` then refuses its items as unknown fields.)
     pub fn new(value: &JsValue, path: &str) -> Result<ObjectArg> {
-        if !value.is_object() || is_array(value).map_err(|e| unreadable(path, e))? {
+        if !value.is_object() {
             return Err(wrong(path, "an object", value));
         }
         Ok(ObjectArg {

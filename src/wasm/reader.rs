@@ -122,7 +122,7 @@ fn json_text(value: &JsValue, path: &str) -> Result<String> {
     string(&text.into(), path, limits::MAX_BODY_BYTES)
 }
 
-/// `value` as a JSON value (`undefined` and functions read as `null`).
+/// `value` as a JSON value; `undefined`, functions and symbols are refused.
 pub(crate) fn json(value: &JsValue, path: &str) -> Result<Value> {
     let text = json_text(value, path)?;
     Ok(serde_json::from_slice(text.as_bytes()).unwrap_or(Value::Null))

@@ -182,23 +182,24 @@ function targets() {
   return out;
 }
 
-/** Settles one call: `{ ok }` or `{ finding }`. `passedThrough` holds the
+/** Settles one call: `{ ok: "returned" | "coded" | "passed through" }` or
+ * `{ finding }`. `passedThrough` holds the
  * values the caller's own ports and callbacks may throw, which reach it
  * unchanged. */
 async function judge(run, passedThrough) {
   let timer;
   try {
-    const result = await Promise.race([
+    await Promise.race([
       (async () => run())(),
       new Promise((_, reject) => {
         timer = setTimeout(() => reject({ timeout: true }), SETTLE_MS);
       }),
     ]);
-    return { ok: result };
+    return { ok: "returned" };
   } catch (thrown) {
-    if (sentinels.has(thrown) || passedThrough.has(thrown)) return { ok: thrown };
+    if (sentinels.has(thrown) || passedThrough.has(thrown)) return { ok: "passed through" };
     if (thrown?.timeout === true) return { finding: `did not settle within ${SETTLE_MS} ms` };
-    if (thrown instanceof Error && typeof thrown.code === "string" && CODES.has(thrown.code)) return { ok: thrown };
+    if (thrown instanceof Error && typeof thrown.code === "string" && CODES.has(thrown.code)) return { ok: "coded" };
     const name = thrown instanceof Error ? thrown.constructor.name : typeof thrown;
     const message = String(thrown?.message ?? (typeof thrown === "symbol" ? "a symbol" : thrown));
     return { finding: `${name}: ${message.slice(0, 100)}` };
@@ -229,7 +230,7 @@ test(`every exported function and method survives ${CASES} hostile calls (seed $
   process.on("uncaughtException", onUncaught);
   process.on("unhandledRejection", onUncaught);
   const findings = new Map();
-  const counts = { calls: 0, returned: 0, coded: 0, wrongReceiver: 0 };
+  const counts = { calls: 0, returned: 0, coded: 0, "passed through": 0, wrongReceiver: 0 };
   try {
     let live = await receivers(rand, hostile);
     for (let i = 0; i < CASES; i++) {
@@ -251,8 +252,7 @@ test(`every exported function and method survives ${CASES} hostile calls (seed $
       if (verdict.finding) {
         const key = `${target.name}: ${verdict.finding}`;
         if (!findings.has(key)) findings.set(key, `case ${i}, args ${args.map(describeArg).join(", ")}`);
-      } else if (verdict.ok instanceof Error) counts.coded++;
-      else counts.returned++;
+      } else counts[verdict.ok] = (counts[verdict.ok] ?? 0) + 1;
     }
     // Let stray microtasks and timers of the last calls run.
     await new Promise((r) => setTimeout(r, 50));
@@ -262,7 +262,8 @@ test(`every exported function and method survives ${CASES} hostile calls (seed $
   }
   console.log(
     `fuzz: seed ${SEED}, ${counts.calls} calls over ${all.length} entry points: ` +
-      `${counts.returned} returned, ${counts.coded} coded errors, ${counts.wrongReceiver} with a wrong receiver, ` +
+      `${counts.returned} returned, ${counts.coded} coded errors, ` +
+      `${counts["passed through"]} of the caller's own exceptions passed through, ${counts.wrongReceiver} with a wrong receiver, ` +
       `${findings.size} distinct findings, ${uncaught.length} uncaught`,
   );
   const report = [...findings].map(([k, v]) => `${k}\n    (${v})`).concat(uncaught);

@@ -201,6 +201,7 @@ describe("loose numbers and options", () => {
     await refused(() => new P.LocalRateState({ maxWait: 10 }), "INVALID_INPUT", /options\.maxWait is not a known field/);
     await refused(() => new P.LocalRateState().acquire({ bucketId: "x", rules: R, singal: null }), "INVALID_INPUT", /input\.singal/);
     await refused(() => governor().callTool("t", () => ({ status: 200 }), { retrySafely: true }), "INVALID_INPUT", /options\.retrySafely/);
+    await refused(() => governor({ resolvePacings: () => null }), "INVALID_INPUT", /options\.resolvePacings is not a known field/);
   });
 });
 

@@ -168,6 +168,17 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
 pub fn create_governor(
     #[wasm_bindgen(unchecked_param_type = "CreateGovernorOptions")] options: JsValue,
 ) -> std::result::Result<JsGovernor, JsValue> {
+    // A misspelt option would otherwise silently not apply.
+    ObjectArg::new(&options, "options")?.only(&[
+        "adapter",
+        "scope",
+        "rateState",
+        "budgetState",
+        "resolvePacing",
+        "resolveRateScope",
+        "resume",
+        "policy",
+    ])?;
     Ok(JsGovernor {
         inner: Governor::new(config_from(&options)?)?,
     })

@@ -78,6 +78,10 @@ pub enum Detail {
     /// An exception the host raised (a user callback, `fetch`), kept by the
     /// bindings under this handle so it reaches the caller unchanged.
     Foreign(u64),
+    /// A host value that explains the error (an abort signal's reason, what
+    /// a getter threw), kept by the bindings under this handle and attached
+    /// as the JS error's `cause`.
+    Cause(u64),
 }
 
 #[derive(Debug, Clone, PartialEq)]

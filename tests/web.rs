@@ -49,7 +49,8 @@ fn every_bad_acquire_is_refused_in_the_browser() {
 #[wasm_bindgen_test]
 fn decoded_grant_is_a_plain_js_object() {
     let grant =
-        decode_acquire_response(include_str!("fixtures/acquire-response-scheduled.json")).unwrap();
+        decode_acquire_response(include_str!("fixtures/acquire-response-scheduled.json").into())
+            .unwrap();
     assert_eq!(prop(&grant, "granted").as_f64(), Some(3.0));
     let times = js_sys::Array::from(&prop(&grant, "scheduledAtMs"));
     assert_eq!(times.length(), 3);
@@ -63,7 +64,8 @@ fn decoded_grant_is_a_plain_js_object() {
 #[wasm_bindgen_test]
 fn bad_grant_throws_an_error_with_code_and_field() {
     let thrown =
-        decode_acquire_response(r#"{"granted":2,"waitMs":0,"scheduledAtMs":[1,"x"]}"#).unwrap_err();
+        decode_acquire_response(r#"{"granted":2,"waitMs":0,"scheduledAtMs":[1,"x"]}"#.into())
+            .unwrap_err();
     assert!(thrown.is_instance_of::<js_sys::Error>());
     assert_eq!(prop(&thrown, "code").as_string().unwrap(), "INVALID_INPUT");
     let message = prop(&thrown, "message").as_string().unwrap();
@@ -123,7 +125,7 @@ mod client {
             let core = core.clone();
             let f = Closure::<dyn FnMut(JsValue) -> Result<JsValue, JsValue>>::new(move |req| {
                 let mut core = core.borrow_mut();
-                let now = Date::now();
+                let now: JsValue = Date::now().into();
                 match method {
                     "acquire" => core.acquire(req, now),
                     "release" => core.release(req, now),
@@ -138,7 +140,9 @@ mod client {
     }
 
     fn in_page_gateway() -> (Rc<RefCell<JsGatewayCore>>, JsValue) {
-        let core = Rc::new(RefCell::new(JsGatewayCore::new(None).unwrap()));
+        let core = Rc::new(RefCell::new(
+            JsGatewayCore::new(JsValue::UNDEFINED).unwrap(),
+        ));
         let port = port_from(core.clone());
         (core, port)
     }
@@ -154,7 +158,7 @@ mod client {
     #[wasm_bindgen_test]
     async fn no_permit_arrives_before_its_scheduled_time() {
         let (_core, port) = in_page_gateway();
-        let pacer = JsGatewayRateState::new(port, None).unwrap();
+        let pacer = JsGatewayRateState::new(port, JsValue::UNDEFINED).unwrap();
         let input =
             json(r#"{"bucketId":"org:p","rules":[{"requestsPerWindow":20,"windowMs":1000}]}"#);
         // Timers fire late, never early: the k-th permit cannot be handed
@@ -174,7 +178,7 @@ mod client {
     #[wasm_bindgen_test]
     async fn an_abort_rejects_with_aborted_and_leaves_no_lease_behind() {
         let (core, port) = in_page_gateway();
-        let pacer = JsGatewayRateState::new(port, None).unwrap();
+        let pacer = JsGatewayRateState::new(port, JsValue::UNDEFINED).unwrap();
         let rules = r#""rules":[{"requestsPerWindow":5,"windowMs":1000,"maxConcurrency":4}]"#;
         let first = settle(pacer.acquire(json(&format!(r#"{{"bucketId":"org:p",{rules}}}"#))))
             .await
@@ -191,7 +195,7 @@ mod client {
         assert_eq!(prop(&refused, "code").as_string().unwrap(), "ABORTED");
         let view = core
             .borrow_mut()
-            .bucket("org:p", Date::now(), None)
+            .bucket("org:p".into(), Date::now().into(), JsValue::UNDEFINED)
             .unwrap();
         assert!(prop(&first, "leaseId").as_string().is_some());
         assert_eq!(
@@ -225,7 +229,7 @@ mod client {
             Reflect::set(&port, &method.into(), bad.as_ref()).unwrap();
         }
         bad.forget();
-        let pacer = JsGatewayRateState::new(port.into(), None).unwrap();
+        let pacer = JsGatewayRateState::new(port.into(), JsValue::UNDEFINED).unwrap();
         let input =
             json(r#"{"bucketId":"org:p","rules":[{"requestsPerWindow":20,"windowMs":1000}]}"#);
         let e = settle(pacer.acquire(input)).await.unwrap_err();

@@ -12,7 +12,10 @@ try {
   throw new Error(`no built package in ${fileURLToPath(pkgUrl)}; run node js/scripts/build.mjs`, { cause });
 }
 const { initSync } = await import(new URL("paceline.js", pkgUrl).href);
-initSync({ module: new WebAssembly.Module(wasmBytes) });
+const exports = initSync({ module: new WebAssembly.Module(wasmBytes) });
+
+/** The instance's memory, for tests that measure what a call leaves behind. */
+export const wasmMemory = exports.memory;
 
 /** The package's entry (wasm exports and glue), ready to call. */
 export const paceline = await import(new URL("index.js", pkgUrl).href);

@@ -2,7 +2,7 @@
 // is stored before any answer leaves, so an evicted or restarted object
 // continues the same timelines and never grants a dispatch time twice.
 import { GatewayCore } from "../paceline.js";
-import { handleGatewayRequest } from "./gateway-http.js";
+import { handleGatewayRequest, readRequestBody } from "./gateway-http.js";
 
 const SNAPSHOT_KEY = "snapshot";
 const RATE_PATHS = new Set(["/v1/rate/acquire", "/v1/rate/release", "/v1/rate/penalize"]);
@@ -11,8 +11,8 @@ const BUCKETS_PREFIX = "/v1/rate/buckets/";
 // The core refuses larger bodies anyway; the router must not parse them.
 const MAX_BODY_BYTES = 64 * 1024;
 
-function configError(message) {
-  const error = new Error(message);
+function configError(message, cause) {
+  const error = new Error(message, cause === undefined ? undefined : { cause });
   error.name = "PacelineError";
   error.code = "INVALID_INPUT";
   return error;
@@ -60,8 +60,16 @@ export class PacelineGateway {
   #stored;
 
   constructor(ctx, env) {
+    let options;
+    try {
+      if (typeof ctx?.blockConcurrencyWhile !== "function" || typeof ctx.storage?.get !== "function") {
+        throw configError("PacelineGateway needs a Durable Object state (ctx) with storage");
+      }
+      options = coreOptions(env ?? {});
+    } catch (cause) {
+      throw cause?.code === "INVALID_INPUT" ? cause : configError("PacelineGateway: ctx or env could not be read", cause);
+    }
     this.#ctx = ctx;
-    const options = coreOptions(env);
     // A snapshot that cannot be restored fails the object loudly: starting
     // empty would re-grant every time the lost timelines had handed out.
     ctx.blockConcurrencyWhile(async () => {
@@ -73,6 +81,9 @@ export class PacelineGateway {
   }
 
   async fetch(request) {
+    if (typeof this !== "object" || this === null || !(#core in this)) {
+      throw configError("fetch was called on an object that is not a PacelineGateway");
+    }
     const response = await handleGatewayRequest(this.#core, request);
     if (request.method === "POST" && response.status < 500) {
       const bytes = this.#core.snapshot();
@@ -97,10 +108,24 @@ function forward(namespace, name, request) {
 }
 
 export async function routeGatewayRequest(request, env, bindingName = "PACELINE_GATEWAY") {
-  const namespace = env[bindingName];
-  if (typeof namespace?.idFromName !== "function") {
-    throw new Error(`env.${bindingName} is not a Durable Object namespace binding`);
+  if (typeof bindingName !== "string") throw configError("routeGatewayRequest: bindingName must be a string");
+  let namespace;
+  try {
+    namespace = env?.[bindingName];
+    if (typeof namespace?.idFromName !== "function") namespace = undefined;
+  } catch (cause) {
+    throw configError(`routeGatewayRequest: env.${bindingName} could not be read`, cause);
   }
+  if (namespace === undefined) {
+    throw configError(`env.${bindingName} is not a Durable Object namespace binding`);
+  }
+  let isRequest;
+  try {
+    isRequest = request instanceof Request;
+  } catch (cause) {
+    throw configError("routeGatewayRequest: request could not be read", cause);
+  }
+  if (!isRequest) throw configError("routeGatewayRequest: request must be a Request");
   const { pathname } = new URL(request.url);
   if (request.method === "GET" && pathname.startsWith(BUCKETS_PREFIX)) {
     let bucketId;
@@ -117,9 +142,9 @@ export async function routeGatewayRequest(request, env, bindingName = "PACELINE_
     return invalid(404, `no gateway endpoint at ${request.method} ${pathname}`);
   }
   if (request.method !== "POST") return invalid(405, `${pathname} takes POST, not ${request.method}`);
-  const bytes = await request.arrayBuffer();
-  if (bytes.byteLength > MAX_BODY_BYTES) {
-    return invalid(400, `body is ${bytes.byteLength} bytes; the limit is ${MAX_BODY_BYTES}`);
+  const bytes = await readRequestBody(request, MAX_BODY_BYTES);
+  if (bytes === null) {
+    return invalid(400, `body is over ${MAX_BODY_BYTES} bytes; the limit is ${MAX_BODY_BYTES}`);
   }
   let body;
   try {

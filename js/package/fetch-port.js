@@ -30,6 +30,11 @@ function portError(code, message, status, cause) {
   return error;
 }
 
+/** A caller's mistake: an Error with code INVALID_INPUT (and what was thrown reading the argument, as cause). */
+function misuse(message, cause) {
+  return portError("INVALID_INPUT", message, undefined, cause);
+}
+
 function isObject(value) {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
@@ -66,21 +71,32 @@ function errorFromBody(fields, status, path) {
   return error;
 }
 
-export function fetchPort({ fetch, baseUrl, headers }) {
-  if (typeof fetch !== "function") throw new TypeError("fetchPort: fetch must be a function");
-  if (typeof baseUrl !== "string") throw new TypeError("fetchPort: baseUrl must be a string");
+export function fetchPort(options) {
+  let fetch, baseUrl, fixedHeaders;
+  try {
+    if (!isObject(options)) throw misuse("fetchPort takes { fetch, baseUrl, headers? }");
+    ({ fetch, baseUrl } = options);
+    // Read (and checked) once: every request sends these.
+    fixedHeaders = new Headers(options.headers);
+  } catch (cause) {
+    throw cause?.code === "INVALID_INPUT" ? cause : misuse("fetchPort: its options could not be read", cause);
+  }
+  if (typeof fetch !== "function") throw misuse("fetchPort: fetch must be a function");
+  if (typeof baseUrl !== "string") throw misuse("fetchPort: baseUrl must be a string");
   const base = baseUrl.replace(/\/+$/, "");
 
   async function post(path, req) {
-    const sent = new Headers(headers);
+    const sent = new Headers(fixedHeaders);
     if (!sent.has("content-type")) sent.set("content-type", "application/json");
+    let payload;
+    try {
+      payload = JSON.stringify(req);
+    } catch (cause) {
+      throw misuse(`the request to ${path} cannot be written as JSON`, cause);
+    }
     // Called as a plain function: a bound stub fetch or globalThis.fetch must
     // not see the port object as `this`. Its own exceptions pass through.
-    const response = await fetch(`${base}${path}`, {
-      method: "POST",
-      headers: sent,
-      body: JSON.stringify(req),
-    });
+    const response = await fetch(`${base}${path}`, { method: "POST", headers: sent, body: payload });
     const { status } = response;
     let text;
     try {

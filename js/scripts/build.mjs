@@ -1,11 +1,13 @@
 // Builds the npm package from wasm-pack.toml: wasm-pack per target, wasm-opt,
-// the Workers entry, and a size report checked against the budget.
+// brand checks in the generated glue, the Workers entry, and a size report
+// checked against the budget.
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, readFileSync, readdirSync, writeFileSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { parse } from "smol-toml";
+import { brandClasses } from "./brand-classes.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const config = parse(readFileSync(join(root, "wasm-pack.toml"), "utf8"));
@@ -96,6 +98,8 @@ for (const target of config.target) {
   const wasmPath = join(outDir, `${OUT_NAME}_bg.wasm`);
   const before = statSync(wasmPath).size;
   run(wasmOpt, [...config["wasm-opt"].flags, wasmPath, "-o", wasmPath]);
+  const gluePath = join(outDir, `${OUT_NAME}.js`);
+  writeFileSync(gluePath, brandClasses(readFileSync(gluePath, "utf8")));
   addEntries(outDir, addGlue(outDir), target["workerd-entry"]);
   const raw = statSync(wasmPath).size;
   const gzip = gzipSync(readFileSync(wasmPath), { level: 9 }).length;

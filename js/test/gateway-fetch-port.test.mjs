@@ -175,8 +175,10 @@ describe("fetchPort", () => {
     await assert.rejects(throwing.charge({ rootRunId: "r", reservationId: "x", charges: [] }), (error) => error === boom);
   });
 
-  test("a missing fetch or baseUrl is refused when the port is made", () => {
-    assert.throws(() => fetchPort({ baseUrl: "http://gw" }), TypeError);
-    assert.throws(() => fetchPort({ fetch: globalThis.fetch }), TypeError);
+  test("a missing fetch or baseUrl is refused with INVALID_INPUT when the port is made", () => {
+    assert.throws(() => fetchPort({ baseUrl: "http://gw" }), { code: "INVALID_INPUT", message: /fetch must be a function/ });
+    assert.throws(() => fetchPort({ fetch: globalThis.fetch }), { code: "INVALID_INPUT", message: /baseUrl must be a string/ });
+    assert.throws(() => fetchPort(undefined), { code: "INVALID_INPUT" });
+    assert.throws(() => fetchPort({ fetch, baseUrl: "http://gw", headers: 42 }), { code: "INVALID_INPUT" });
   });
 });

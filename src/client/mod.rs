@@ -16,4 +16,4 @@ pub use pacer::{
 pub use permit::Permit;
 pub use port::{GatewayPort, InProcessGateway};
 pub use retry::STORE_RETRY_DELAYS_MS;
-pub use runtime::{abortable, aborted, AbortSignal, LocalBoxFuture, Runtime};
+pub use runtime::{abortable, AbortSignal, LocalBoxFuture, Runtime};

@@ -139,7 +139,7 @@ impl Governor {
                 Err(_) => backoff_ms(attempt),
             };
             if wait_ms > 0 {
-                abortable(signal, async {
+                abortable(signal, || format!("a retry of tool {tool_id}"), async {
                     self.shared.runtime.sleep(wait_ms).await;
                     Ok(())
                 })

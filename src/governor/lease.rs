@@ -84,11 +84,21 @@ impl Governor {
         budget: BudgetKind,
     ) -> Result<ToolLease> {
         let shared = &self.shared;
-        let pacing = abortable(signal, shared.pacing.resolve(tool_id)).await?;
+        let pacing = abortable(
+            signal,
+            || format!("the pacing of tool {tool_id}"),
+            shared.pacing.resolve(tool_id),
+        )
+        .await?;
         let (provider, scope, permit) = match pacing {
             Some(pacing) => {
                 let resolving = shared.pacing.resolve_scope(tool_id, &pacing.provider);
-                let scope = abortable(signal, resolving).await?;
+                let scope = abortable(
+                    signal,
+                    || format!("the rate scope of tool {tool_id}"),
+                    resolving,
+                )
+                .await?;
                 let permit = shared
                     .rate_state
                     .acquire(PermitRequest {

@@ -102,8 +102,8 @@ impl Governor {
         let (lineage, counters) = snapshot.split();
         let default_rule = policy.default_provider_rule();
         let shared = Shared {
-            row_slots: Slots::new(policy.concurrency.max_row_concurrency),
-            tool_slots: Slots::new(policy.concurrency.max_tool_concurrency),
+            row_slots: Slots::of_kind(policy.concurrency.max_row_concurrency, "a row slot"),
+            tool_slots: Slots::of_kind(policy.concurrency.max_tool_concurrency, "a tool slot"),
             budgets: RunBudgets {
                 root_run_id,
                 policy: policy.budgets.clone(),

@@ -21,6 +21,8 @@ struct Waiter {
 }
 
 struct Pool {
+    /// What an aborted wait names ("a tool slot").
+    kind: &'static str,
     capacity: usize,
     /// Free slots. Non-zero only while nobody waits: a freed slot goes to
     /// the head of the queue instead of back here.
@@ -52,8 +54,14 @@ pub struct Slots {
 impl Slots {
     /// `capacity` must be at least 1; the policy makes sure of it.
     pub fn new(capacity: usize) -> Self {
+        Self::of_kind(capacity, "a slot")
+    }
+
+    /// Slots an aborted wait names as `kind` ("a tool slot").
+    pub fn of_kind(capacity: usize, kind: &'static str) -> Self {
         Slots {
             pool: Rc::new(Pool {
+                kind,
                 capacity,
                 free: Cell::new(capacity),
                 queue: RefCell::new(VecDeque::new()),
@@ -65,7 +73,7 @@ impl Slots {
     /// the queue and returns `ABORTED`; a slot granted in the same instant
     /// goes on to the next waiter.
     pub async fn acquire(&self, signal: Option<&AbortSignal>) -> Result<SlotPermit> {
-        abortable(signal, async {
+        abortable(signal, || self.pool.kind.to_owned(), async {
             Ok(Acquire {
                 pool: &self.pool,
                 waiter: None,

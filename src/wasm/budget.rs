@@ -4,12 +4,16 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use super::js::{from_js, promise, random_seed, to_js, Options};
+use serde_json::Value;
+
+use super::js::{promise, random_seed, rejected, to_js};
 use super::port::JsPort;
-use super::registry::keep_budget_state;
+use super::reader::{json, ObjectArg};
+use super::registry::Registration;
 use super::runtime::JsRuntime;
 use crate::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState, Runtime};
-use crate::protocol::ChargeRequest;
+use crate::error::Result;
+use crate::protocol::{limits, ChargeRequest, Message};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_BUDGET: &'static str = r#"
@@ -22,12 +26,28 @@ export interface GatewayBudgetStateOptions {
 }
 "#;
 
+/// Reads `{rootRunId, charges}`. The client makes its own reservation
+/// ids; a caller's is ignored.
+fn charge_input(input: &JsValue) -> Result<ChargeRequest> {
+    ObjectArg::new(input, "input")?.only(&[
+        "rootRunId",
+        "charges",
+        "runScopeToken",
+        "reservationId",
+    ])?;
+    let mut request = json(input, "input")?;
+    if let Value::Object(fields) = &mut request {
+        fields.insert("reservationId".into(), "client".into());
+    }
+    ChargeRequest::from_value(&request)
+}
+
 fn charge_promise(state: Rc<dyn BudgetState>, input: JsValue) -> js_sys::Promise {
+    let req = match charge_input(&input) {
+        Ok(req) => req,
+        Err(e) => return rejected(e),
+    };
     promise(async move {
-        // The client makes its own reservation ids; a caller's is ignored.
-        let with_id = js_sys::Object::assign(&js_sys::Object::new(), &input.unchecked_into());
-        js_sys::Reflect::set(&with_id, &"reservationId".into(), &"client".into())?;
-        let req: ChargeRequest = from_js(&with_id)?;
         let counters = state.charge(&req.root_run_id, &req.charges).await?;
         to_js(&counters)
     })
@@ -41,15 +61,16 @@ macro_rules! budget_state_class {
         #[wasm_bindgen(js_name = $js)]
         pub struct $name {
             pub(crate) inner: Rc<dyn BudgetState>,
-            handle: u32,
+            registration: Registration,
         }
 
         #[wasm_bindgen(js_class = $js)]
         impl $name {
-            /// How `createGovernor` finds this state.
-            #[wasm_bindgen(getter, js_name = stateHandle)]
-            pub fn state_handle(&self) -> u32 {
-                self.handle
+            /// How `createGovernor` finds this state: a token only this
+            /// object hands out.
+            #[wasm_bindgen(getter, js_name = stateHandle, skip_typescript)]
+            pub fn state_handle(&self) -> JsValue {
+                self.registration.token()
             }
 
             /// Charges every one of `charges` or none; over a limit it
@@ -66,8 +87,8 @@ macro_rules! budget_state_class {
 
         impl $name {
             fn keep(inner: Rc<dyn BudgetState>) -> Self {
-                let handle = keep_budget_state(&inner);
-                $name { inner, handle }
+                let registration = Registration::budget(&inner);
+                $name { inner, registration }
             }
         }
     };
@@ -93,7 +114,13 @@ impl JsGatewayBudgetState {
         #[wasm_bindgen(unchecked_optional_param_type = "GatewayBudgetStateOptions")]
         options: JsValue,
     ) -> Result<JsGatewayBudgetState, JsValue> {
-        let token = Options::read(&options)?.field::<String>("runScopeToken")?;
+        let token = match ObjectArg::optional(&options, "options")? {
+            Some(o) => {
+                o.only(&["runScopeToken"])?;
+                o.opt_string("runScopeToken", limits::MAX_TOKEN_BYTES)?
+            }
+            None => None,
+        };
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
         let rt: Rc<dyn Runtime> = Rc::new(JsRuntime);
         Ok(Self::keep(Rc::new(

@@ -35,15 +35,24 @@ pub(crate) fn foreign(thrown: JsValue, default_code: ErrorCode) -> Error {
     let message = text("message")
         .or_else(|| thrown.as_string())
         .unwrap_or_else(|| "a JS exception".into());
-    let handle = FOREIGN.with(|f| {
+    Error::new(code, message).with_detail(Detail::Foreign(keep(thrown)))
+}
+
+/// Keeps a JS value (an exception, an abort reason) for an error to carry
+/// back out; returns its handle.
+pub(crate) fn keep(value: JsValue) -> u64 {
+    FOREIGN.with(|f| {
         let mut f = f.borrow_mut();
         f.0 += 1;
         let handle = f.0;
-        f.1.insert(handle, thrown);
+        f.1.insert(handle, value);
         f.1.remove(&handle.wrapping_sub(KEPT_EXCEPTIONS));
         handle
-    });
-    Error::new(code, message).with_detail(Detail::Foreign(handle))
+    })
+}
+
+fn kept(handle: u64) -> Option<JsValue> {
+    FOREIGN.with(|f| f.borrow().1.get(&handle).cloned())
 }
 
 fn set(target: &JsValue, key: &str, value: JsValue) {
@@ -54,11 +63,19 @@ fn set(target: &JsValue, key: &str, value: JsValue) {
 impl From<Error> for JsValue {
     fn from(e: Error) -> JsValue {
         if let Some(Detail::Foreign(handle)) = e.detail {
-            if let Some(original) = FOREIGN.with(|f| f.borrow().1.get(&handle).cloned()) {
+            if let Some(original) = kept(handle) {
                 return original;
             }
         }
-        let js = js_sys::Error::new(&e.message);
+        // `new Error(message, { cause })` for a kept cause.
+        let options = js_sys::Object::new();
+        if let Some(cause) = match e.detail {
+            Some(Detail::Cause(handle)) => kept(handle),
+            _ => None,
+        } {
+            set(&options, "cause", cause);
+        }
+        let js = js_sys::Error::new_with_options(&e.message, &options);
         js.set_name("PacelineError");
         let target: JsValue = js.into();
         set(&target, "code", JsValue::from_str(e.code.as_str()));
@@ -82,7 +99,7 @@ impl From<Error> for JsValue {
             Some(Detail::Status(status)) => {
                 set(&target, "status", JsValue::from_f64(f64::from(status)));
             }
-            Some(Detail::Foreign(_)) | None => {}
+            Some(Detail::Cause(_) | Detail::Foreign(_)) | None => {}
         }
         target
     }

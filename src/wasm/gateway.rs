@@ -2,13 +2,17 @@
 //! hosts. Requests and responses cross as plain objects in the wire
 //! protocol's shapes; every call takes an explicit `nowMs`.
 
+use js_sys::Uint8Array;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use super::js::{from_js, now_arg, random_key, to_js, Options};
+use super::js::{random_key, to_js};
+use super::reader::{message, string, time, ObjectArg, MAX_SAFE_INTEGER};
 use crate::error::Error;
 use crate::gateway::{self, GatewayConfig};
-use crate::protocol::{AcquireRequest, ChargeRequest, PenalizeRequest, ReleaseRequest};
+use crate::protocol::{
+    encode, limits, AcquireRequest, ChargeRequest, ErrorBody, PenalizeRequest, ReleaseRequest,
+};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GATEWAY: &'static str = r#"
@@ -50,20 +54,41 @@ pub struct JsGatewayCore {
     core: gateway::GatewayCore,
 }
 
+/// The longest request path (with its query) `handle` reads; a longer one
+/// is answered 400 without being copied in.
+const MAX_PATH_BYTES: usize = 8 * 1024;
+
+/// The largest snapshot `restore` copies in: far above what a gateway with
+/// bounded tables writes, far below what would exhaust the wasm memory.
+const MAX_SNAPSHOT_BYTES: u32 = 64 * 1024 * 1024;
+
 fn config_from(options: &JsValue) -> Result<GatewayConfig, Error> {
-    let options = Options::read(options)?;
     let defaults = GatewayConfig::default();
+    let Some(o) = ObjectArg::optional(options, "options")? else {
+        return Ok(defaults);
+    };
+    o.only(&[
+        "secret",
+        "horizonMs",
+        "leaseTtlMs",
+        "maxBuckets",
+        "maxRuns",
+        "windowGuardMs",
+    ])?;
+    let millis = |key: &str| o.opt_integer(key, MAX_SAFE_INTEGER);
     Ok(GatewayConfig {
-        secret: options.field::<String>("secret")?.map(String::into_bytes),
-        horizon_ms: options.field("horizonMs")?.unwrap_or(defaults.horizon_ms),
-        lease_ttl_ms: options
-            .field("leaseTtlMs")?
-            .unwrap_or(defaults.lease_ttl_ms),
-        max_buckets: options.field("maxBuckets")?.unwrap_or(defaults.max_buckets),
-        max_runs: options.field("maxRuns")?.unwrap_or(defaults.max_runs),
-        window_guard_ms: options
-            .field("windowGuardMs")?
-            .unwrap_or(defaults.window_guard_ms),
+        secret: o
+            .opt_string("secret", limits::MAX_TOKEN_BYTES)?
+            .map(String::into_bytes),
+        horizon_ms: millis("horizonMs")?.unwrap_or(defaults.horizon_ms),
+        lease_ttl_ms: millis("leaseTtlMs")?.unwrap_or(defaults.lease_ttl_ms),
+        max_buckets: o
+            .opt_integer("maxBuckets", MAX_SAFE_INTEGER)?
+            .map_or(defaults.max_buckets, |n| n as usize),
+        max_runs: o
+            .opt_integer("maxRuns", MAX_SAFE_INTEGER)?
+            .map_or(defaults.max_runs, |n| n as usize),
+        window_guard_ms: millis("windowGuardMs")?.unwrap_or(defaults.window_guard_ms),
     })
 }
 
@@ -71,11 +96,8 @@ fn config_from(options: &JsValue) -> Result<GatewayConfig, Error> {
 impl JsGatewayCore {
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: Option<
-            js_sys::Object,
-        >,
+        #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: JsValue,
     ) -> Result<JsGatewayCore, JsValue> {
-        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let core = gateway::GatewayCore::new(config_from(&options)?, random_key())?;
         Ok(JsGatewayCore { core })
     }
@@ -84,80 +106,97 @@ impl JsGatewayCore {
     pub fn acquire(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "AcquireRequest")] req: JsValue,
-        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let req: AcquireRequest = from_js(&req)?;
-        respond(self.core.acquire(&req, now_arg(now_ms)?))
+        let (req, now): (AcquireRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
+        respond(self.core.acquire(&req, now))
     }
 
     #[wasm_bindgen(unchecked_return_type = "ReleaseResponse")]
     pub fn release(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "ReleaseRequest")] req: JsValue,
-        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let req: ReleaseRequest = from_js(&req)?;
-        respond(self.core.release(&req, now_arg(now_ms)?))
+        let (req, now): (ReleaseRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
+        respond(self.core.release(&req, now))
     }
 
     #[wasm_bindgen(unchecked_return_type = "PenalizeResponse")]
     pub fn penalize(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "PenalizeRequest")] req: JsValue,
-        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let req: PenalizeRequest = from_js(&req)?;
-        respond(self.core.penalize(&req, now_arg(now_ms)?))
+        let (req, now): (PenalizeRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
+        respond(self.core.penalize(&req, now))
     }
 
     #[wasm_bindgen(unchecked_return_type = "ChargeResponse")]
     pub fn charge(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "ChargeRequest")] req: JsValue,
-        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let req: ChargeRequest = from_js(&req)?;
-        respond(self.core.charge(&req, now_arg(now_ms)?))
+        let (req, now): (ChargeRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
+        respond(self.core.charge(&req, now))
     }
 
     /// The bucket's live state, or `null` if the gateway holds none.
     #[wasm_bindgen(unchecked_return_type = "BucketView | null")]
     pub fn bucket(
         &mut self,
-        bucket_id: &str,
-        now_ms: f64,
-        token: Option<String>,
+        #[wasm_bindgen(unchecked_param_type = "string")] bucket_id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] token: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let view = self
-            .core
-            .bucket(bucket_id, token.as_deref(), now_arg(now_ms)?)?;
-        match view {
+        let bucket_id = string(&bucket_id, "bucketId", limits::MAX_ID_BYTES)?;
+        let now = time(&now_ms, "nowMs")?;
+        let token = (!token.is_undefined() && !token.is_null())
+            .then(|| string(&token, "token", limits::MAX_TOKEN_BYTES))
+            .transpose()?;
+        match self.core.bucket(&bucket_id, token.as_deref(), now)? {
             Some(view) => to_js(&view),
             None => Ok(JsValue::NULL),
         }
     }
 
     /// Serves one HTTP request of the wire protocol; never throws for a bad
-    /// request (that is a 4xx response).
+    /// request (that is a 4xx response), only for arguments of the wrong
+    /// type. A body or path over its limit is answered without being
+    /// copied into the wasm.
     #[wasm_bindgen(unchecked_return_type = "GatewayHttpResponse")]
     pub fn handle(
         &mut self,
-        method: &str,
-        path: &str,
-        body: &str,
-        now_ms: f64,
+        #[wasm_bindgen(unchecked_param_type = "string")] method: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "string")] body: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let r = gateway::handle(
-            &mut self.core,
-            method,
-            path,
-            body.as_bytes(),
-            now_arg(now_ms)?,
-        );
-        to_js(&HttpOut {
-            status: r.status,
-            body: r.body,
-        })
+        let method = string(&method, "method", 16)?;
+        let now = time(&now_ms, "nowMs")?;
+        for (value, name) in [(&path, "path"), (&body, "body")] {
+            if !value.is_string() {
+                return Err(Error::invalid(format!("{name} must be a string")).into());
+            }
+        }
+        let answer = match (
+            string(&path, "path", MAX_PATH_BYTES),
+            string(&body, "body", limits::MAX_BODY_BYTES),
+        ) {
+            (Ok(path), Ok(body)) => {
+                let r = gateway::handle(&mut self.core, &method, &path, body.as_bytes(), now);
+                HttpOut {
+                    status: r.status,
+                    body: r.body,
+                }
+            }
+            (Err(e), _) | (_, Err(e)) => HttpOut {
+                status: e.code.http_status(),
+                body: encode(&ErrorBody::from(&e)),
+            },
+        };
+        to_js(&answer)
     }
 
     pub fn snapshot(&self) -> Vec<u8> {
@@ -165,13 +204,20 @@ impl JsGatewayCore {
     }
 
     pub fn restore(
-        bytes: &[u8],
-        #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: Option<
-            js_sys::Object,
-        >,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: JsValue,
     ) -> Result<JsGatewayCore, JsValue> {
-        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
-        let core = gateway::GatewayCore::restore(bytes, config_from(&options)?)?;
+        let bytes = bytes
+            .dyn_into::<Uint8Array>()
+            .map_err(|_| Error::invalid("the snapshot must be a Uint8Array"))?;
+        if bytes.length() > MAX_SNAPSHOT_BYTES {
+            return Err(Error::invalid(format!(
+                "the snapshot is {} bytes; the limit is {MAX_SNAPSHOT_BYTES}",
+                bytes.length()
+            ))
+            .into());
+        }
+        let core = gateway::GatewayCore::restore(&bytes.to_vec(), config_from(&options)?)?;
         Ok(JsGatewayCore { core })
     }
 }
@@ -188,14 +234,16 @@ fn respond<T: Serialize>(result: Result<T, Error>) -> Result<JsValue, JsValue> {
 
 #[wasm_bindgen(js_name = mintRateScopeToken)]
 pub fn mint_rate_scope_token(
-    secret: &str,
-    bucket_id: &str,
-    expires_at_ms: f64,
+    #[wasm_bindgen(unchecked_param_type = "string")] secret: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string")] bucket_id: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] expires_at_ms: JsValue,
 ) -> Result<String, JsValue> {
+    let secret = string(&secret, "secret", limits::MAX_TOKEN_BYTES)?;
+    let bucket_id = string(&bucket_id, "bucketId", limits::MAX_ID_BYTES)?;
     Ok(gateway::mint_rate_scope_token(
         secret.as_bytes(),
-        bucket_id,
-        now_arg(expires_at_ms)?,
+        &bucket_id,
+        time(&expires_at_ms, "expiresAtMs")?,
     ))
 }
 
@@ -203,13 +251,15 @@ pub fn mint_rate_scope_token(
 /// with `secret`; it must expire at most 7 days after it is used.
 #[wasm_bindgen(js_name = mintRunScopeToken)]
 pub fn mint_run_scope_token(
-    secret: &str,
-    root_run_id: &str,
-    expires_at_ms: f64,
+    #[wasm_bindgen(unchecked_param_type = "string")] secret: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string")] root_run_id: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "number")] expires_at_ms: JsValue,
 ) -> Result<String, JsValue> {
+    let secret = string(&secret, "secret", limits::MAX_TOKEN_BYTES)?;
+    let root_run_id = string(&root_run_id, "rootRunId", limits::MAX_ID_BYTES)?;
     Ok(gateway::mint_run_scope_token(
         secret.as_bytes(),
-        root_run_id,
-        now_arg(expires_at_ms)?,
+        &root_run_id,
+        time(&expires_at_ms, "expiresAtMs")?,
     ))
 }

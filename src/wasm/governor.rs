@@ -6,10 +6,10 @@ use std::rc::Rc;
 
 use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 
 use super::error::foreign;
-use super::js::{from_js, promise, to_js};
+use super::js::{promise, rejected, to_js};
+use super::reader::{message as from_js, settle, string, ObjectArg};
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use crate::client::{LocalBoxFuture, Runtime};
@@ -85,20 +85,9 @@ async fn invoke(f: &Function, args: &[JsValue]) -> Result<JsValue> {
         _ => f.call0(&JsValue::NULL),
     }
     .map_err(|e| foreign(e, ErrorCode::InvalidInput))?;
-    JsFuture::from(Promise::resolve(&returned))
+    settle(returned)
         .await
         .map_err(|e| foreign(e, ErrorCode::InvalidInput))
-}
-
-fn state_handle(obj: &JsValue, what: &str) -> Result<u32> {
-    field(obj, "stateHandle")
-        .as_f64()
-        .map(|h| h as u32)
-        .ok_or_else(|| {
-            Error::invalid(format!(
-                "{what} must be a paceline {what} (new GatewayRateState(...), ...)"
-            ))
-        })
 }
 
 fn config_from(options: &JsValue) -> Result<GovernorConfig> {
@@ -117,8 +106,7 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
     };
     let rate = present(field(options, "rateState"))
         .ok_or_else(|| Error::invalid("rateState is required"))?;
-    let rate_state = rate_state(state_handle(&rate, "rateState")?)
-        .ok_or_else(|| Error::invalid("rateState is not a paceline rate state"))?;
+    let rate_state = rate_state(&rate, "rateState")?;
     let pacing_fn = callback(options, "resolvePacing")?.ok_or_else(|| {
         Error::invalid("resolvePacing is required: (toolId) => {provider, rules} | null")
     })?;
@@ -151,10 +139,7 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
         runtime,
     );
     if let Some(b) = present(field(options, "budgetState")) {
-        config.budget_state = Some(
-            budget_state(state_handle(&b, "budgetState")?)
-                .ok_or_else(|| Error::invalid("budgetState is not a paceline budget state"))?,
-        );
+        config.budget_state = Some(budget_state(&b, "budgetState")?);
     }
     if let Some(scope_fn) = callback(options, "resolveRateScope")? {
         config.resolve_rate_scope = Some(Box::new(move |tool_id: &str, provider: &str| {
@@ -183,6 +168,17 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
 pub fn create_governor(
     #[wasm_bindgen(unchecked_param_type = "CreateGovernorOptions")] options: JsValue,
 ) -> std::result::Result<JsGovernor, JsValue> {
+    // A misspelt option would otherwise silently not apply.
+    ObjectArg::new(&options, "options")?.only(&[
+        "adapter",
+        "scope",
+        "rateState",
+        "budgetState",
+        "resolvePacing",
+        "resolveRateScope",
+        "resume",
+        "policy",
+    ])?;
     Ok(JsGovernor {
         inner: Governor::new(config_from(&options)?)?,
     })
@@ -233,8 +229,19 @@ impl JsWorkLease {
     }
 }
 
-fn signal_of(options: &JsValue) -> Option<JsAbortSignal> {
-    present(field(options, "signal")).map(JsCast::unchecked_into)
+/// Reads `{ signal? }` (and, for `callTool`, its other `known` options):
+/// a signal that is not an `AbortSignal` is refused before anything waits.
+fn signal_of(options: &JsValue, known: &[&str]) -> Result<Option<JsAbortSignal>> {
+    let Some(o) = ObjectArg::optional(options, "options")? else {
+        return Ok(None);
+    };
+    o.only(known)?;
+    JsAbortSignal::read(o.get("signal")?, "options.signal")
+}
+
+/// A tool id argument.
+fn tool_arg(tool_id: &JsValue) -> Result<String> {
+    string(tool_id, "toolId", crate::protocol::limits::MAX_ID_BYTES)
 }
 
 fn budget_kind(kind: &str) -> Result<BudgetKind> {
@@ -257,15 +264,17 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = acquireToolSlot, unchecked_return_type = "Promise<ToolLease>")]
     pub fn acquire_tool_slot(
         &self,
-        tool_id: String,
-        #[wasm_bindgen(unchecked_optional_param_type = "{ signal?: AbortSignal }")] options: Option<
-            js_sys::Object,
-        >,
+        #[wasm_bindgen(unchecked_param_type = "string")] tool_id: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ signal?: AbortSignal }")]
+        options: JsValue,
     ) -> Promise {
-        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
+        let (tool_id, signal) = match (tool_arg(&tool_id), signal_of(&options, &["signal"])) {
+            (Ok(tool_id), Ok(signal)) => (tool_id, signal),
+            (Err(e), _) | (_, Err(e)) => return rejected(e),
+        };
         let g = self.inner.clone();
         promise(async move {
-            let abort = AbortBridge::new(signal_of(&options));
+            let abort = AbortBridge::new(signal);
             let lease = g.acquire_tool_slot(&tool_id, abort.signal()).await?;
             Ok(JsToolLease { lease }.into())
         })
@@ -274,14 +283,16 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = acquireRowSlot, unchecked_return_type = "Promise<WorkLease>")]
     pub fn acquire_row_slot(
         &self,
-        #[wasm_bindgen(unchecked_optional_param_type = "{ signal?: AbortSignal }")] options: Option<
-            js_sys::Object,
-        >,
+        #[wasm_bindgen(unchecked_optional_param_type = "{ signal?: AbortSignal }")]
+        options: JsValue,
     ) -> Promise {
-        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
+        let signal = match signal_of(&options, &["signal"]) {
+            Ok(signal) => signal,
+            Err(e) => return rejected(e),
+        };
         let g = self.inner.clone();
         promise(async move {
-            let abort = AbortBridge::new(signal_of(&options));
+            let abort = AbortBridge::new(signal);
             let slot = g.acquire_row_slot(abort.signal()).await?;
             Ok(JsWorkLease { slot }.into())
         })
@@ -290,12 +301,18 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = chargeBudget, unchecked_return_type = "Promise<void>")]
     pub fn charge_budget(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "BudgetKind")] kind: String,
-        amount: Option<f64>,
+        #[wasm_bindgen(unchecked_param_type = "BudgetKind")] kind: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] amount: JsValue,
     ) -> Promise {
         let g = self.inner.clone();
         promise(async move {
-            let amount = amount.unwrap_or(1.0);
+            let kind = string(&kind, "kind", 32)?;
+            let amount = if amount.is_undefined() {
+                Some(1.0)
+            } else {
+                amount.as_f64()
+            }
+            .unwrap_or(f64::NAN);
             if !(amount.is_finite() && amount >= 1.0 && amount.fract() == 0.0) {
                 return Err(Error::invalid("amount must be a positive integer").into());
             }
@@ -376,18 +393,38 @@ impl JsGovernor {
     }
 
     #[wasm_bindgen(js_name = suggestedParallelism, unchecked_return_type = "Promise<number>")]
-    pub fn suggested_parallelism(&self, tool_id: String, fallback: u32) -> Promise {
+    pub fn suggested_parallelism(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] tool_id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "number")] fallback: JsValue,
+    ) -> Promise {
         let g = self.inner.clone();
         promise(async move {
+            let tool_id = tool_arg(&tool_id)?;
+            let fallback = super::reader::integer(&fallback, "fallback", u32::MAX.into())?;
             let n = g.suggested_parallelism(&tool_id, fallback as usize).await?;
             Ok(JsValue::from_f64(n as f64))
         })
     }
 
+    /// Rows to run at once: `requested` clamped to `[1, maxRowConcurrency]`
+    /// (a negative or zero request is 1), or the policy's default.
     #[wasm_bindgen(js_name = resolveRowConcurrency)]
-    pub fn resolve_row_concurrency(&self, requested: Option<u32>) -> u32 {
-        self.inner
-            .resolve_row_concurrency(requested.map(|n| n as usize)) as u32
+    pub fn resolve_row_concurrency(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] requested: JsValue,
+    ) -> std::result::Result<u32, JsValue> {
+        let requested = match present(requested) {
+            None => None,
+            // Clamped here, before the cast, so -1 is 1 and not a wrapped
+            // huge count; the float-to-int cast saturates.
+            Some(v) => match v.as_f64() {
+                Some(n) if !n.is_nan() => Some(n.max(1.0) as usize),
+                _ => return Err(Error::invalid("requested must be a number").into()),
+            },
+        };
+        let rows = self.inner.resolve_row_concurrency(requested);
+        Ok(u32::try_from(rows).unwrap_or(u32::MAX))
     }
 
     /// One governed provider call: `call(attempt)` makes it and returns
@@ -398,26 +435,41 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = callTool, unchecked_return_type = "Promise<ProviderAnswer>")]
     pub fn call_tool(
         &self,
-        tool_id: String,
+        #[wasm_bindgen(unchecked_param_type = "string")] tool_id: JsValue,
         #[wasm_bindgen(
             unchecked_param_type = "(attempt: number) => Promise<ProviderAnswer> | ProviderAnswer"
         )]
-        call: Function,
-        #[wasm_bindgen(unchecked_optional_param_type = "CallToolOptions")] options: Option<
-            js_sys::Object,
-        >,
+        call: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "CallToolOptions")] options: JsValue,
     ) -> Promise {
-        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
+        let read = || -> Result<_> {
+            let tool_id = tool_arg(&tool_id)?;
+            if !call.is_function() {
+                return Err(Error::invalid(
+                    "call must be a function (attempt) => Response",
+                ));
+            }
+            let known = ["retrySafe", "maxAttempts", "signal"];
+            let signal = signal_of(&options, &known)?;
+            let o = ObjectArg::optional(&options, "options")?;
+            let (retry_safe, max_attempts) = match &o {
+                Some(o) => (o.opt_bool("retrySafe")?, o.opt_integer("maxAttempts", 100)?),
+                None => (None, None),
+            };
+            Ok((tool_id, signal, retry_safe, max_attempts))
+        };
+        let (tool_id, signal, retry_safe, max_attempts) = match read() {
+            Ok(read) => read,
+            Err(e) => return rejected(e),
+        };
+        let call: Function = call.unchecked_into();
         let g = self.inner.clone();
         promise(async move {
-            let abort = AbortBridge::new(signal_of(&options));
+            let abort = AbortBridge::new(signal);
             let defaults = CallOptions::default();
-            let max_attempts = field(&options, "maxAttempts")
-                .as_f64()
-                .map_or(defaults.max_attempts, |n| n.max(1.0) as u32);
             let call_options = CallOptions {
-                retry_safe: field(&options, "retrySafe").as_bool().unwrap_or(false),
-                max_attempts,
+                retry_safe: retry_safe.unwrap_or(false),
+                max_attempts: max_attempts.map_or(defaults.max_attempts, |n| n.max(1) as u32),
                 signal: abort.signal(),
             };
             let outcome = g
@@ -425,7 +477,7 @@ impl JsGovernor {
                     let call = call.clone();
                     async move {
                         let returned = call.call1(&JsValue::NULL, &JsValue::from(attempt))?;
-                        let answer = JsFuture::from(Promise::resolve(&returned)).await?;
+                        let answer = settle(returned).await?;
                         let status = field(&answer, "status").as_f64().unwrap_or(0.0) as u16;
                         let headers = field(&answer, "headers");
                         let retry_after = Reflect::get(&headers, &"get".into())

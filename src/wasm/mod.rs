@@ -10,6 +10,7 @@ mod js;
 mod pacer;
 mod port;
 pub mod protocol;
+mod reader;
 mod registry;
 mod runtime;
 

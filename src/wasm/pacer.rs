@@ -5,13 +5,14 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use super::js::{from_js, promise, random_seed, Options};
+use super::js::{promise, random_seed, rejected};
 use super::port::JsPort;
-use super::registry::keep_rate_state;
+use super::reader::{message, string, ObjectArg, MAX_SAFE_INTEGER};
+use super::registry::Registration;
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use crate::client::{GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime};
 use crate::error::Result;
-use crate::protocol::{PenalizeRequest, PermitTarget};
+use crate::protocol::{limits, PenalizeRequest, PermitTarget};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_PACER: &'static str = r#"
@@ -50,29 +51,41 @@ export interface GatewayPortLike {
 "#;
 
 pub(crate) fn pacer_options(options: &JsValue) -> Result<PacerOptions> {
-    let options = Options::read(options)?;
     let d = PacerOptions::default();
+    let Some(o) = ObjectArg::optional(options, "options")? else {
+        return Ok(d);
+    };
+    o.only(&[
+        "blockHorizonMs",
+        "maxWaitMs",
+        "releaseLingerMs",
+        "schedulerSchema",
+    ])?;
+    let millis = |key: &str| o.opt_integer(key, MAX_SAFE_INTEGER);
     Ok(PacerOptions {
-        block_horizon_ms: options
-            .field("blockHorizonMs")?
-            .unwrap_or(d.block_horizon_ms),
-        max_wait_ms: options.field("maxWaitMs")?.unwrap_or(d.max_wait_ms),
-        release_linger_ms: options
-            .field("releaseLingerMs")?
-            .unwrap_or(d.release_linger_ms),
-        scheduler_schema: options.field("schedulerSchema")?.or(d.scheduler_schema),
+        block_horizon_ms: millis("blockHorizonMs")?.unwrap_or(d.block_horizon_ms),
+        max_wait_ms: millis("maxWaitMs")?.unwrap_or(d.max_wait_ms),
+        release_linger_ms: millis("releaseLingerMs")?.unwrap_or(d.release_linger_ms),
+        scheduler_schema: o
+            .opt_string("schedulerSchema", limits::MAX_ID_BYTES)?
+            .or(d.scheduler_schema),
     })
 }
 
 /// Reads `{bucketId, rateScopeToken?, rules, signal?}`: the wire
-/// validation for the first three, the `signal` as it is.
-pub(crate) fn acquire_input(input: &JsValue) -> Result<(PermitTarget, Option<JsAbortSignal>)> {
-    let target: PermitTarget = from_js(input)?;
-    let signal = js_sys::Reflect::get(input, &JsValue::from_str("signal"))
-        .ok()
-        .filter(|s| !s.is_undefined() && !s.is_null())
-        .map(JsCast::unchecked_into::<JsAbortSignal>);
-    Ok((target, signal))
+/// validation for the first three, the `signal` checked to be one.
+fn acquire_input(input: &JsValue) -> Result<(PermitTarget, Option<JsAbortSignal>)> {
+    let o = ObjectArg::new(input, "input")?;
+    o.only(&["bucketId", "rateScopeToken", "rules", "signal"])?;
+    let signal = JsAbortSignal::read(o.get("signal")?, "input.signal")?;
+    // The signal writes as `{}`, a field the decoder does not read.
+    Ok((message(input)?, signal))
+}
+
+fn penalize_input(input: &JsValue) -> Result<PenalizeRequest> {
+    let o = ObjectArg::new(input, "input")?;
+    o.only(&["bucketId", "rateScopeToken", "cooldownMs"])?;
+    message(input)
 }
 
 /// A permit to call a provider once. Call `release()` when the call is done
@@ -114,15 +127,16 @@ macro_rules! rate_state_class {
         #[wasm_bindgen(js_name = $js)]
         pub struct $name {
             pub(crate) inner: GatewayRateState,
-            handle: u32,
+            registration: Registration,
         }
 
         #[wasm_bindgen(js_class = $js)]
         impl $name {
-            /// How `createGovernor` finds this state.
-            #[wasm_bindgen(getter, js_name = stateHandle)]
-            pub fn state_handle(&self) -> u32 {
-                self.handle
+            /// How `createGovernor` finds this state: a token only this
+            /// object hands out.
+            #[wasm_bindgen(getter, js_name = stateHandle, skip_typescript)]
+            pub fn state_handle(&self) -> JsValue {
+                self.registration.token()
             }
 
             /// Resolves with a `Permit` at its dispatch time; rejects with
@@ -133,7 +147,10 @@ macro_rules! rate_state_class {
                 &self,
                 #[wasm_bindgen(unchecked_param_type = "AcquireInput")] input: JsValue,
             ) -> js_sys::Promise {
-                acquire_promise(self.inner.clone(), input)
+                match acquire_input(&input) {
+                    Ok((target, signal)) => acquire_promise(self.inner.clone(), target, signal),
+                    Err(e) => rejected(e),
+                }
             }
 
             /// A provider's 429: drops the cached block, then tells the
@@ -143,19 +160,27 @@ macro_rules! rate_state_class {
                 &self,
                 #[wasm_bindgen(unchecked_param_type = "PenalizeInput")] input: JsValue,
             ) -> js_sys::Promise {
-                penalize_promise(self.inner.clone(), input)
+                match penalize_input(&input) {
+                    Ok(p) => penalize_promise(self.inner.clone(), p),
+                    Err(e) => rejected(e),
+                }
             }
 
             #[wasm_bindgen(js_name = observeSuccess)]
-            pub fn observe_success(&self, bucket_id: &str) {
-                self.inner.observe_success(bucket_id);
+            pub fn observe_success(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "string")] bucket_id: JsValue,
+            ) -> std::result::Result<(), JsValue> {
+                let bucket_id = string(&bucket_id, "bucketId", limits::MAX_ID_BYTES)?;
+                self.inner.observe_success(&bucket_id);
+                Ok(())
             }
         }
 
         impl $name {
             fn keep(inner: GatewayRateState) -> Self {
-                let handle = keep_rate_state(&inner);
-                $name { inner, handle }
+                let registration = Registration::rate(&inner);
+                $name { inner, registration }
             }
         }
     };
@@ -178,11 +203,8 @@ impl JsGatewayRateState {
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "GatewayPortLike")] port: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "PacerOptions")] options: Option<
-            js_sys::Object,
-        >,
+        #[wasm_bindgen(unchecked_optional_param_type = "PacerOptions")] options: JsValue,
     ) -> std::result::Result<JsGatewayRateState, JsValue> {
-        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
         Ok(Self::keep(GatewayRateState::new(
             port,
@@ -196,11 +218,8 @@ impl JsGatewayRateState {
 impl JsLocalRateState {
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_optional_param_type = "PacerOptions")] options: Option<
-            js_sys::Object,
-        >,
+        #[wasm_bindgen(unchecked_optional_param_type = "PacerOptions")] options: JsValue,
     ) -> std::result::Result<JsLocalRateState, JsValue> {
-        let options: JsValue = options.map_or(JsValue::UNDEFINED, Into::into);
         Ok(Self::keep(GatewayRateState::local(
             runtime(),
             pacer_options(&options)?,
@@ -209,9 +228,12 @@ impl JsLocalRateState {
     }
 }
 
-fn acquire_promise(pacer: GatewayRateState, input: JsValue) -> js_sys::Promise {
+fn acquire_promise(
+    pacer: GatewayRateState,
+    target: PermitTarget,
+    signal: Option<JsAbortSignal>,
+) -> js_sys::Promise {
     promise(async move {
-        let (target, signal) = acquire_input(&input)?;
         let abort = AbortBridge::new(signal);
         let permit = pacer
             .acquire(PermitRequest {
@@ -225,9 +247,8 @@ fn acquire_promise(pacer: GatewayRateState, input: JsValue) -> js_sys::Promise {
     })
 }
 
-fn penalize_promise(pacer: GatewayRateState, input: JsValue) -> js_sys::Promise {
+fn penalize_promise(pacer: GatewayRateState, p: PenalizeRequest) -> js_sys::Promise {
     promise(async move {
-        let p: PenalizeRequest = from_js(&input)?;
         pacer
             .penalize(&p.bucket_id, p.rate_scope_token.as_deref(), p.cooldown_ms)
             .await?;

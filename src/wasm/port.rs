@@ -3,13 +3,13 @@
 //! return (a promise of) the wire response. `fetchPort(...)` makes one over
 //! `fetch`; a test can pass a `GatewayCore` wrapper.
 
-use js_sys::{Function, Promise, Reflect};
+use js_sys::{Function, Reflect};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 
 use super::error::foreign;
-use super::js::{from_js, to_js};
+use super::js::to_js;
+use super::reader::{message, settle};
 use crate::client::{GatewayPort, LocalBoxFuture};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{
@@ -23,6 +23,11 @@ pub(crate) struct JsPort {
 
 impl JsPort {
     pub fn new(port: JsValue) -> Result<Self> {
+        if !port.is_object() {
+            return Err(Error::invalid(
+                "the gateway port must be an object (fetchPort({ fetch, baseUrl }) makes one)",
+            ));
+        }
         for method in ["acquire", "release", "penalize", "charge"] {
             let f = Reflect::get(&port, &JsValue::from_str(method)).unwrap_or(JsValue::UNDEFINED);
             if !f.is_function() {
@@ -44,10 +49,10 @@ impl JsPort {
         let returned = f
             .call1(&self.port, &arg)
             .map_err(|e| foreign(e, ErrorCode::GatewayUnavailable))?;
-        let value = JsFuture::from(Promise::resolve(&returned))
+        let value = settle(returned)
             .await
             .map_err(|e| foreign(e, ErrorCode::GatewayUnavailable))?;
-        from_js(&value).map_err(|e| {
+        message(&value).map_err(|e| {
             Error::unavailable(format!(
                 "the gateway's {method} answer is malformed: {}",
                 e.message

@@ -3,8 +3,9 @@
 
 use wasm_bindgen::prelude::*;
 
+use super::reader::string;
 use crate::error::Error;
-use crate::protocol::{decode, encode, AcquireResponse};
+use crate::protocol::{decode, encode, limits, AcquireResponse};
 
 #[wasm_bindgen]
 pub fn version() -> String {
@@ -16,7 +17,10 @@ pub fn version() -> String {
 /// optional fields left out. Throws an `Error` with `code: "INVALID_INPUT"`
 /// naming the first bad field.
 #[wasm_bindgen(js_name = decodeAcquireResponse, unchecked_return_type = "AcquireResponse")]
-pub fn decode_acquire_response(body: &str) -> Result<JsValue, JsValue> {
+pub fn decode_acquire_response(
+    #[wasm_bindgen(unchecked_param_type = "string")] body: JsValue,
+) -> Result<JsValue, JsValue> {
+    let body = string(&body, "body", limits::MAX_BODY_BYTES)?;
     let response: AcquireResponse = decode(body.as_bytes())?;
     js_sys::JSON::parse(&encode(&response))
         .map_err(|_| Error::invalid("the decoded grant did not re-encode as JSON").into())

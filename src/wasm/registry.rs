@@ -1,38 +1,130 @@
 //! The JS classes a governor is built from (`GatewayRateState`,
-//! `GatewayBudgetState`, ...) are handed to `createGovernor` as JS objects;
-//! each keeps its core value here under a handle the object reports, so the
-//! governor shares that very state instead of a copy.
+//! `GatewayBudgetState`, ...) reach `createGovernor` as plain JS values
+//! inside its options. Each state object hands out a token only it has (a
+//! fresh empty JS object), and the core state is found by that token: a
+//! look-alike such as `{stateHandle: 0}` finds nothing. An entry lives as
+//! long as its JS object: `free()`, or the collector, drops it; a governor
+//! built from the state keeps its own reference.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use js_sys::{Object, Reflect, WeakMap};
+use wasm_bindgen::prelude::*;
+
 use crate::client::{BudgetState, GatewayRateState};
+use crate::error::{Error, Result};
+
+#[derive(Clone)]
+enum State {
+    Rate(GatewayRateState),
+    Budget(Rc<dyn BudgetState>),
+}
+
+/// Live states in slots; a freed slot is reused, and its old token (still
+/// a key in the weak map) no longer matches the slot's.
+struct States {
+    /// Token → slot number.
+    tokens: WeakMap,
+    slots: Vec<Option<(JsValue, State)>>,
+    free: Vec<usize>,
+}
 
 thread_local! {
-    static RATE_STATES: RefCell<Vec<GatewayRateState>> = const { RefCell::new(Vec::new()) };
-    static BUDGET_STATES: RefCell<Vec<Rc<dyn BudgetState>>> = const { RefCell::new(Vec::new()) };
+    static STATES: RefCell<States> = RefCell::new(States {
+        tokens: WeakMap::new(),
+        slots: Vec::new(),
+        free: Vec::new(),
+    });
 }
 
-pub(crate) fn keep_rate_state(state: &GatewayRateState) -> u32 {
-    RATE_STATES.with(|r| {
-        let mut r = r.borrow_mut();
-        r.push(state.clone());
-        (r.len() - 1) as u32
+/// A state's entry in the registry, removed when the JS object goes.
+pub(crate) struct Registration {
+    token: Object,
+    slot: usize,
+}
+
+impl Registration {
+    fn new(state: State) -> Self {
+        let token = Object::new();
+        let slot = STATES.with(|s| {
+            let mut s = s.borrow_mut();
+            let entry = Some((token.clone().into(), state));
+            let slot = match s.free.pop() {
+                Some(slot) => {
+                    s.slots[slot] = entry;
+                    slot
+                }
+                None => {
+                    s.slots.push(entry);
+                    s.slots.len() - 1
+                }
+            };
+            s.tokens.set(&token, &JsValue::from_f64(slot as f64));
+            slot
+        });
+        Registration { token, slot }
+    }
+
+    pub fn rate(state: &GatewayRateState) -> Self {
+        Self::new(State::Rate(state.clone()))
+    }
+
+    pub fn budget(state: &Rc<dyn BudgetState>) -> Self {
+        Self::new(State::Budget(state.clone()))
+    }
+
+    /// What the object's `stateHandle` getter hands out.
+    pub fn token(&self) -> JsValue {
+        self.token.clone().into()
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        STATES.with(|s| {
+            let mut s = s.borrow_mut();
+            s.slots[self.slot] = None;
+            s.free.push(self.slot);
+        });
+    }
+}
+
+/// The live state behind `value`, a state object from this package.
+fn find(value: &JsValue) -> Option<State> {
+    if !value.is_object() {
+        return None;
+    }
+    // The getter is the package's own (brand-checked in the glue); a
+    // look-alike's value is simply not a token.
+    let token = Reflect::get(value, &"stateHandle".into()).ok()?;
+    if !token.is_object() {
+        return None;
+    }
+    STATES.with(|s| {
+        let s = s.borrow();
+        let slot = s.tokens.get(token.unchecked_ref()).as_f64()? as usize;
+        match s.slots.get(slot) {
+            Some(Some((owner, state))) if *owner == token => Some(state.clone()),
+            _ => None,
+        }
     })
 }
 
-pub(crate) fn rate_state(handle: u32) -> Option<GatewayRateState> {
-    RATE_STATES.with(|r| r.borrow().get(handle as usize).cloned())
+pub(crate) fn rate_state(value: &JsValue, path: &str) -> Result<GatewayRateState> {
+    match find(value) {
+        Some(State::Rate(state)) => Ok(state),
+        _ => Err(Error::invalid(format!(
+            "{path} must be a live GatewayRateState or LocalRateState made by this package"
+        ))),
+    }
 }
 
-pub(crate) fn keep_budget_state(state: &Rc<dyn BudgetState>) -> u32 {
-    BUDGET_STATES.with(|r| {
-        let mut r = r.borrow_mut();
-        r.push(state.clone());
-        (r.len() - 1) as u32
-    })
-}
-
-pub(crate) fn budget_state(handle: u32) -> Option<Rc<dyn BudgetState>> {
-    BUDGET_STATES.with(|r| r.borrow().get(handle as usize).cloned())
+pub(crate) fn budget_state(value: &JsValue, path: &str) -> Result<Rc<dyn BudgetState>> {
+    match find(value) {
+        Some(State::Budget(state)) => Ok(state),
+        _ => Err(Error::invalid(format!(
+            "{path} must be a live GatewayBudgetState or LocalBudgetState made by this package"
+        ))),
+    }
 }

@@ -1,5 +1,6 @@
 //! The client's host facilities in a JS engine: `Date.now()`, `setTimeout`
-//! (cleared when the wait is dropped), `spawn_local`, and `AbortSignal`.
+//! (cleared when the wait is dropped), `spawn_local`, and `AbortSignal`
+//! (checked to be one, and read only through the host's own accessors).
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -10,7 +11,9 @@ use std::task::{Context, Poll, Waker};
 use wasm_bindgen::prelude::*;
 
 use super::clock::JsClock;
+use super::error::keep;
 use crate::client::{AbortSignal, LocalBoxFuture, Runtime};
+use crate::error::Error;
 use crate::time::{Clock, Millis};
 
 #[wasm_bindgen]
@@ -19,16 +22,6 @@ extern "C" {
     fn set_timeout(callback: &Closure<dyn FnMut()>, ms: f64) -> JsValue;
     #[wasm_bindgen(js_name = clearTimeout)]
     fn clear_timeout(id: &JsValue);
-
-    /// The DOM `AbortSignal`, as Workers, browsers and Node all provide it.
-    #[wasm_bindgen(js_name = AbortSignal)]
-    pub type JsAbortSignal;
-    #[wasm_bindgen(method, getter)]
-    fn aborted(this: &JsAbortSignal) -> bool;
-    #[wasm_bindgen(method, js_name = addEventListener)]
-    fn add_event_listener(this: &JsAbortSignal, kind: &str, listener: &Closure<dyn FnMut()>);
-    #[wasm_bindgen(method, js_name = removeEventListener)]
-    fn remove_event_listener(this: &JsAbortSignal, kind: &str, listener: &Closure<dyn FnMut()>);
 }
 
 #[derive(Clone, Copy, Default)]
@@ -108,8 +101,57 @@ impl Drop for Sleep {
     }
 }
 
-/// Mirrors a JS `AbortSignal` into the core's for one call; dropping it
-/// removes the listener.
+/// A value checked to be the host's `AbortSignal`. It is used only through
+/// the host's own accessors (`final`: looked up on `AbortSignal.prototype`
+/// and called on the value), which brand-check it: a look-alike makes them
+/// throw, which the catch turns into `INVALID_INPUT`, and properties a
+/// caller put on the object itself are never called.
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_name = AbortSignal)]
+    pub(crate) type JsAbortSignal;
+    #[wasm_bindgen(method, getter, final, catch)]
+    fn aborted(this: &JsAbortSignal) -> Result<bool, JsValue>;
+    #[wasm_bindgen(method, getter, final, catch)]
+    fn reason(this: &JsAbortSignal) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(method, final, catch, js_name = addEventListener)]
+    fn add_event_listener(
+        this: &JsAbortSignal,
+        kind: &str,
+        listener: &Closure<dyn FnMut()>,
+    ) -> Result<(), JsValue>;
+    #[wasm_bindgen(method, final, catch, js_name = removeEventListener)]
+    fn remove_event_listener(
+        this: &JsAbortSignal,
+        kind: &str,
+        listener: &Closure<dyn FnMut()>,
+    ) -> Result<(), JsValue>;
+}
+
+impl JsAbortSignal {
+    /// Reads an optional `signal` argument; anything but an `AbortSignal`
+    /// is refused up front, before any wait starts or any permit is taken.
+    pub fn read(value: Option<JsValue>, path: &str) -> Result<Option<Self>, Error> {
+        let Some(value) = value else {
+            return Ok(None);
+        };
+        let signal: JsAbortSignal = value.unchecked_into();
+        match signal.aborted() {
+            Ok(_) => Ok(Some(signal)),
+            Err(_) => Err(Error::invalid(format!(
+                "{path} must be an AbortSignal (from new AbortController().signal)"
+            ))),
+        }
+    }
+}
+
+/// Keeps the reason a JS signal aborted with, for the core's errors.
+fn abort_core(core: &AbortSignal, js: &JsAbortSignal) {
+    core.abort_because(keep(js.reason().unwrap_or_default()));
+}
+
+/// Mirrors a JS `AbortSignal` into the core's for one call, reason
+/// included; dropping it removes the listener.
 pub(crate) struct AbortBridge {
     pub signal: AbortSignal,
     js: Option<(JsAbortSignal, Closure<dyn FnMut()>)>,
@@ -119,12 +161,14 @@ impl AbortBridge {
     pub fn new(js: Option<JsAbortSignal>) -> Self {
         let signal = AbortSignal::new();
         let js = js.map(|js| {
-            if js.aborted() {
-                signal.abort();
+            if js.aborted().unwrap_or(false) {
+                abort_core(&signal, &js);
             }
-            let core = signal.clone();
-            let listener = Closure::new(move || core.abort());
-            js.add_event_listener("abort", &listener);
+            let (core, target) = (signal.clone(), js.clone().unchecked_into::<JsAbortSignal>());
+            let listener = Closure::new(move || abort_core(&core, &target));
+            // The host's own method on a checked signal does not throw; if
+            // a host made it, the wait simply runs unabortable.
+            let _ = js.add_event_listener("abort", &listener);
             (js, listener)
         });
         AbortBridge { signal, js }
@@ -138,7 +182,9 @@ impl AbortBridge {
 impl Drop for AbortBridge {
     fn drop(&mut self) {
         if let Some((js, listener)) = &self.js {
-            js.remove_event_listener("abort", listener);
+            // A permit already granted must reach its caller: nothing the
+            // removal could throw may interrupt that.
+            let _ = js.remove_event_listener("abort", listener);
         }
     }
 }

@@ -173,7 +173,7 @@ impl GatewayRateState {
         };
         loop {
             if let Some(signal) = req.signal {
-                signal.check()?;
+                signal.check(|| permit_wait(req.bucket_id))?;
             }
             if let Some(e) = self.inner.release_failure.borrow_mut().take() {
                 return Err(e);
@@ -183,7 +183,7 @@ impl GatewayRateState {
                 if wait > 0 {
                     let sleep = self.inner.rt.sleep(wait);
                     // On abort `permit` drops here, releasing its lease.
-                    abortable(req.signal, async {
+                    abortable(req.signal, || permit_wait(req.bucket_id), async {
                         sleep.await;
                         Ok(())
                     })
@@ -370,6 +370,11 @@ impl Drop for Inner {
             }));
         }
     }
+}
+
+/// What a permit wait names when it is aborted.
+fn permit_wait(bucket_id: &str) -> String {
+    format!("a permit of bucket {bucket_id}")
 }
 
 /// A runtime read as a clock, for the local scheduler.

@@ -101,7 +101,7 @@ impl GatewayRateState {
         let mut landing = started;
         let rt = &self.inner.rt;
         let bucket_id = target.bucket_id.as_str();
-        let waited = abortable(signal, async {
+        let waited = abortable(signal, || super::permit_wait(bucket_id), async {
             loop {
                 let now = rt.now_ms();
                 let (landed, not_before, lost) = self.state(bucket_id, |s| {

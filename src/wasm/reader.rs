@@ -1,0 +1,221 @@
+//! The one way the bindings read what JS hands them. Callers are hostile:
+//! a getter or a Proxy trap may throw, a number may be a string, an array
+//! may claim two billion items. So every property read goes through a
+//! catch, every type is checked and never coerced, and a value is measured
+//! before it is copied into the wasm; each failure is `INVALID_INPUT`
+//! naming the field. Wire-shaped data is written to JSON inside a catch,
+//! measured, then validated by the wire decoder; functions, signals and
+//! states are read field by field.
+
+use js_sys::{Array, JsString, Promise, Reflect};
+use serde_json::Value;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+use super::error::keep;
+use crate::error::{Detail, Error, Result};
+use crate::protocol::{decode, limits, Message};
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(catch, js_namespace = Object, js_name = keys)]
+    fn object_keys(value: &JsValue) -> std::result::Result<Array, JsValue>;
+}
+
+/// The latest time an argument may name: 10000-01-01T00:00:00Z. Far enough
+/// for any real clock, and far from 2^53, where milliseconds stop adding up.
+pub(crate) const MAX_TIME_MS: u64 = 253_402_300_800_000;
+
+/// The largest integer a JS number holds exactly.
+pub(crate) const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// `INVALID_INPUT` for a read that threw; what was thrown is the cause.
+fn unreadable(path: &str, thrown: JsValue) -> Error {
+    Error::invalid(format!(
+        "{path} could not be read: a getter or Proxy trap threw (see cause)"
+    ))
+    .with_detail(Detail::Cause(keep(thrown)))
+}
+
+/// What a value is, for an error message; never calls the value's code.
+fn kind(value: &JsValue) -> String {
+    if value.is_null() {
+        "null".to_owned()
+    } else {
+        value.js_typeof().as_string().unwrap_or_default()
+    }
+}
+
+fn wrong(path: &str, expected: &str, got: &JsValue) -> Error {
+    Error::invalid(format!("{path} must be {expected}, got {}", kind(got)))
+}
+
+fn absent(value: &JsValue) -> bool {
+    value.is_undefined() || value.is_null()
+}
+
+/// A string argument, refused unread past `max_bytes` (UTF-16 units can
+/// only grow in UTF-8, so the length is checked before the copy).
+pub(crate) fn string(value: &JsValue, path: &str, max_bytes: usize) -> Result<String> {
+    if !value.is_string() {
+        return Err(wrong(path, "a string", value));
+    }
+    let units = value.unchecked_ref::<JsString>().length() as usize;
+    if units > max_bytes {
+        return Err(too_long(path, max_bytes));
+    }
+    let text = value.as_string().unwrap_or_default();
+    if text.len() > max_bytes {
+        return Err(too_long(path, max_bytes));
+    }
+    Ok(text)
+}
+
+fn too_long(path: &str, max_bytes: usize) -> Error {
+    Error::invalid(format!(
+        "{path} is over {max_bytes} bytes; the limit is {max_bytes}"
+    ))
+}
+
+/// An integer number in `0..=max`: no strings, no fractions, no NaN.
+pub(crate) fn integer(value: &JsValue, path: &str, max: u64) -> Result<u64> {
+    match value.as_f64() {
+        Some(n) if n.fract() == 0.0 && n >= 0.0 && n <= max as f64 => Ok(n as u64),
+        Some(_) => Err(Error::invalid(format!(
+            "{path} must be an integer from 0 to {max}, got {}",
+            number_words(value)
+        ))),
+        None => Err(wrong(path, "a number", value)),
+    }
+}
+
+/// A number as JS writes it ("NaN", "1.5"), so no float formatter is
+/// needed in the wasm.
+fn number_words(value: &JsValue) -> String {
+    value
+        .unchecked_ref::<js_sys::Number>()
+        .to_string_with_radix(10)
+        .ok()
+        .and_then(|s| s.as_string())
+        .unwrap_or_default()
+}
+
+/// A time in milliseconds since the epoch, as a host clock gives it.
+pub(crate) fn time(value: &JsValue, path: &str) -> Result<u64> {
+    integer(value, path, MAX_TIME_MS)
+}
+
+/// Writes `value` as JSON text inside a catch (a throwing getter, a
+/// Proxy trap, a cycle or a BigInt is `INVALID_INPUT`), refusing more than
+/// a request body's worth before it is copied into the wasm. NaN and the
+/// infinities become `null`, which the decoder refuses by name.
+fn json_text(value: &JsValue, path: &str) -> Result<String> {
+    let name = if path.is_empty() {
+        "the argument"
+    } else {
+        path
+    };
+    let text = js_sys::JSON::stringify(value).map_err(|e| unreadable(name, e))?;
+    if !text.is_string() {
+        return Err(wrong(name, "JSON data", value));
+    }
+    string(&text.into(), path, limits::MAX_BODY_BYTES)
+}
+
+/// `value` as a JSON value; `undefined`, functions and symbols are refused.
+pub(crate) fn json(value: &JsValue, path: &str) -> Result<Value> {
+    let text = json_text(value, path)?;
+    Ok(serde_json::from_slice(text.as_bytes()).unwrap_or(Value::Null))
+}
+
+/// Reads and validates one protocol message (a wire request, a grant).
+pub(crate) fn message<M: Message>(value: &JsValue) -> Result<M> {
+    decode(json_text(value, "")?.as_bytes())
+}
+
+/// An object argument whose fields are read one at a time, by name.
+pub(crate) struct ObjectArg {
+    value: JsValue,
+    path: String,
+}
+
+impl ObjectArg {
+    /// `value` as an object; `path` names it in errors. (An array passes
+    /// here; `only` then refuses its items as unknown fields.)
+    pub fn new(value: &JsValue, path: &str) -> Result<ObjectArg> {
+        if !value.is_object() {
+            return Err(wrong(path, "an object", value));
+        }
+        Ok(ObjectArg {
+            value: value.clone(),
+            path: path.to_owned(),
+        })
+    }
+
+    /// `None` for `undefined` or `null`.
+    pub fn optional(value: &JsValue, path: &str) -> Result<Option<ObjectArg>> {
+        if absent(value) {
+            Ok(None)
+        } else {
+            ObjectArg::new(value, path).map(Some)
+        }
+    }
+
+    pub fn name(&self, key: &str) -> String {
+        format!("{}.{key}", self.path)
+    }
+
+    /// Refuses any field not in `known`: a misspelt option would otherwise
+    /// silently not apply.
+    pub fn only(&self, known: &[&str]) -> Result<()> {
+        let keys = object_keys(&self.value).map_err(|e| unreadable(&self.path, e))?;
+        for key in keys.iter() {
+            let key = string(&key, &format!("a field name of {}", self.path), 64)?;
+            if !known.contains(&key.as_str()) {
+                return Err(Error::invalid(format!(
+                    "{} is not a known field; known here: {}",
+                    self.name(&key),
+                    known.join(", ")
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The field's value; `None` when it is `undefined` or `null`.
+    pub fn get(&self, key: &str) -> Result<Option<JsValue>> {
+        let value =
+            Reflect::get(&self.value, &key.into()).map_err(|e| unreadable(&self.name(key), e))?;
+        Ok((!absent(&value)).then_some(value))
+    }
+
+    pub fn opt_string(&self, key: &str, max_bytes: usize) -> Result<Option<String>> {
+        self.get(key)?
+            .map(|v| string(&v, &self.name(key), max_bytes))
+            .transpose()
+    }
+
+    pub fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
+        self.get(key)?
+            .map(|v| {
+                v.as_bool()
+                    .ok_or_else(|| wrong(&self.name(key), "a boolean", &v))
+            })
+            .transpose()
+    }
+
+    pub fn opt_integer(&self, key: &str, max: u64) -> Result<Option<u64>> {
+        self.get(key)?
+            .map(|v| integer(&v, &self.name(key), max))
+            .transpose()
+    }
+}
+
+/// Awaits whatever a caller's callback returned: a value, a promise or a
+/// thenable. `Promise.all` hands back a fresh promise and turns a hostile
+/// `then` or `constructor` into its rejection, where awaiting the value
+/// itself would call them from inside the wasm.
+pub(crate) async fn settle(value: JsValue) -> std::result::Result<JsValue, JsValue> {
+    let all = JsFuture::from(Promise::all(&Array::of1(&value))).await?;
+    Reflect::get_u32(&all, 0)
+}

@@ -14,9 +14,9 @@ use paceline::client::{
 use paceline::gateway::BucketView;
 use paceline::governor::{
     imf_fixdate_ms, retry_after_ms, Adapter, BudgetKind, CallError, CallOptions, ExecutionPolicy,
-    GovernanceSnapshot, Governor, GovernorConfig, PacingResolver, PolicyOverrides,
-    ProviderResponse, RateScope, RunScope, Slots, ToolPacing, DEFAULT_RETRY_AFTER_MS,
-    MAX_RETRY_AFTER_MS,
+    GovernanceSnapshot, Governor, GovernorConfig, PacingDeclaration, PacingResolver,
+    PolicyOverrides, ProviderResponse, RateScope, RunScope, Slots, ToolPacing,
+    DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS,
 };
 use paceline::protocol::{decode, PacingRule};
 use paceline::sim::SimRuntime;
@@ -33,27 +33,31 @@ fn apollo_rules() -> Vec<PacingRule> {
 }
 
 /// The tools the tests call: two on one provider, one that names its
-/// provider only, one unknown (unpaced).
+/// provider only, one declared unpaced; any other is undeclared.
 fn catalog() -> PacingResolver {
     let mut table = HashMap::new();
     for tool in ["apollo.search", "apollo.enrich"] {
         table.insert(
             tool.to_owned(),
-            ToolPacing {
+            PacingDeclaration::Declared(ToolPacing {
                 provider: "apollo".into(),
                 rules: apollo_rules(),
-            },
+            }),
         );
     }
     table.insert(
         "clearbit.lookup".to_owned(),
-        ToolPacing {
+        PacingDeclaration::Declared(ToolPacing {
             provider: "clearbit".into(),
             rules: vec![],
-        },
+        }),
     );
+    table.insert("local.format".to_owned(), PacingDeclaration::Unpaced);
     Box::new(move |tool| {
-        let found = table.get(tool).cloned();
+        let found = table
+            .get(tool)
+            .cloned()
+            .unwrap_or(PacingDeclaration::Undeclared);
         Box::pin(async move { Ok(found) })
     })
 }
@@ -342,19 +346,24 @@ fn a_refusal_by_the_shared_budget_state_also_gives_everything_back() {
 }
 
 #[test]
-fn pacing_comes_from_builtin_then_declared_then_the_provider_default_then_none() {
+fn pacing_comes_from_builtin_then_declared_then_the_provider_default_then_the_tools_own() {
     let rig = Rig::new();
     let mut config = rig.config();
     let builtin = vec![PacingRule::new(2, 1_000)];
     config.builtin_pacing.insert(
         "apollo.search".into(),
-        ToolPacing {
+        PacingDeclaration::Declared(ToolPacing {
             provider: "apollo".into(),
             rules: builtin.clone(),
-        },
+        }),
     );
     config.policy = overrides(r#"{"pacing":{"defaultProviderRequestsPerSecond":2.5}}"#);
     let gov = Governor::new(config).unwrap();
+    let default_pace = gov.policy().default_provider_rule();
+    assert_eq!(
+        (default_pace.requests_per_window, default_pace.window_ms),
+        (5, 2_000)
+    );
     let g = gov.clone();
     let resolved = block_on(&rig.rt, async move {
         let mut out = Vec::new();
@@ -362,19 +371,27 @@ fn pacing_comes_from_builtin_then_declared_then_the_provider_default_then_none()
             "apollo.search",
             "apollo.enrich",
             "clearbit.lookup",
+            "web.scrape",
             "local.format",
         ] {
-            out.push(g.resolve_pacing(tool).await.unwrap().map(|p| p.rules));
+            out.push(g.resolve_pacing(tool).await.unwrap());
             drop(g.acquire_tool_slot(tool, None).await.unwrap());
         }
         out
     });
+    let paced = |provider: &str, rules: Vec<PacingRule>| {
+        Some(ToolPacing {
+            provider: provider.into(),
+            rules,
+        })
+    };
     assert_eq!(
         resolved,
         [
-            Some(builtin),
-            Some(apollo_rules()),
-            Some(vec![PacingRule::new(5, 2_000)]),
+            paced("apollo", builtin),
+            paced("apollo", apollo_rules()),
+            paced("clearbit", vec![default_pace.clone()]),
+            paced("tool:web.scrape", vec![default_pace]),
             None
         ]
     );
@@ -387,9 +404,157 @@ fn pacing_comes_from_builtin_then_declared_then_the_provider_default_then_none()
         .collect();
     assert_eq!(
         asked,
-        ["org:apollo", "org:apollo", "org:clearbit"],
-        "the unpaced tool asked the gateway for nothing"
+        [
+            "org:apollo",
+            "org:apollo",
+            "org:clearbit",
+            "org:tool:web.scrape"
+        ],
+        "the tool declared unpaced asked the gateway for nothing"
     );
+}
+
+/// Acquires and releases `n` slots of `tool` one after another; returns
+/// the virtual time it took.
+fn time_sequential_calls(rig: &Rig, gov: &Governor, tool: &'static str, n: usize) -> u64 {
+    let g = gov.clone();
+    let rt = rig.rt.clone();
+    block_on(&rig.rt, async move {
+        let start = rt.now_ms();
+        for _ in 0..n {
+            let mut lease = g.acquire_tool_slot(tool, None).await.unwrap();
+            lease.release_settled().await;
+        }
+        rt.now_ms() - start
+    })
+}
+
+#[test]
+fn a_tool_without_declared_pacing_is_held_to_the_default_pace_in_a_bucket_of_its_own() {
+    let rig = Rig::new();
+    let gov = rig.governor("{}");
+    // 5 a second: twenty calls span at least nineteen gaps of 200 ms.
+    let took = time_sequential_calls(&rig, &gov, "web.scrape", 20);
+    assert!(took >= 19 * 200, "20 undeclared calls took only {took} ms");
+    let bucket = rig.bucket("org:tool:web.scrape").unwrap();
+    assert_eq!(bucket.configured_requests_per_second, Some(5.0));
+    assert!(rig.bucket("org:apollo").is_none());
+}
+
+#[test]
+fn only_an_explicit_unpaced_declaration_skips_the_pacer() {
+    let rig = Rig::new();
+    let gov = rig.governor("{}");
+    let took = time_sequential_calls(&rig, &gov, "local.format", 20);
+    assert_eq!(took, 0);
+    assert!(rig.port.acquires.borrow().is_empty());
+    let g = gov.clone();
+    let lease = block_on(&rig.rt, async move {
+        g.acquire_tool_slot("local.format", None).await.unwrap()
+    });
+    assert_eq!((lease.provider(), lease.rate_scope()), (None, None));
+}
+
+#[test]
+fn a_blank_provider_from_the_resolver_is_no_provider() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    config.resolve_pacing = Box::new(|tool| {
+        let rules = if tool == "ruled.tool" {
+            vec![PacingRule::new(3, 1_000)]
+        } else {
+            vec![]
+        };
+        Box::pin(async move {
+            Ok(PacingDeclaration::Declared(ToolPacing {
+                provider: "  ".into(),
+                rules,
+            }))
+        })
+    });
+    let gov = Governor::new(config).unwrap();
+    let default_pace = gov.policy().default_provider_rule();
+    let (blank, ruled) = block_on(&rig.rt, async move {
+        let blank = gov.resolve_pacing("blank.tool").await.unwrap().unwrap();
+        let ruled = gov.resolve_pacing("ruled.tool").await.unwrap().unwrap();
+        (blank, ruled)
+    });
+    assert_eq!(blank.provider, "tool:blank.tool");
+    assert_eq!(blank.rules, [default_pace]);
+    assert_eq!(ruled.provider, "tool:ruled.tool");
+    assert_eq!(ruled.rules, [PacingRule::new(3, 1_000)]);
+}
+
+#[test]
+fn a_pacing_declaration_reads_null_unpaced_and_blank_fields_as_the_runtime_does() {
+    let read = |json: &str| decode::<PacingDeclaration>(json.as_bytes());
+    assert_eq!(read("null").unwrap(), PacingDeclaration::Undeclared);
+    assert_eq!(
+        read(r#"{"unpaced":true}"#).unwrap(),
+        PacingDeclaration::Unpaced
+    );
+    let blank = PacingDeclaration::Declared(ToolPacing {
+        provider: String::new(),
+        rules: vec![],
+    });
+    assert_eq!(read(r#"{"provider":" ","rules":[]}"#).unwrap(), blank);
+    assert_eq!(read(r#"{"unpaced":false}"#).unwrap(), blank);
+    for (json, says) in [
+        (
+            r#"{"unpaced":true,"provider":"p"}"#,
+            "takes no provider or rules",
+        ),
+        (r#"{"unpaced":"yes"}"#, "unpaced must be true or false"),
+        (r#"{"provider":7}"#, "provider must be a string"),
+        (
+            r#"{"provider":"p","rules":[{"windowMs":1000}]}"#,
+            "rules[0].requestsPerWindow",
+        ),
+    ] {
+        let e = read(json).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert!(e.message.contains(says), "{json}: {}", e.message);
+    }
+}
+
+#[test]
+fn the_default_pace_carries_suggested_max_parallelism_as_its_adaptive_ceiling() {
+    let default_ceiling = |adapter| {
+        ExecutionPolicy::for_adapter(adapter)
+            .default_provider_rule()
+            .adaptive_max_rps
+    };
+    assert_eq!(default_ceiling(Adapter::EsmWorkers), Some(6.0));
+    assert_eq!(default_ceiling(Adapter::CjsNode20), Some(16.0));
+    let rig = Rig::new();
+    let gov = rig.governor(r#"{"pacing":{"suggestedMaxParallelism":2.5}}"#);
+    block_on(&rig.rt, async move {
+        drop(
+            gov.acquire_tool_slot("clearbit.lookup", None)
+                .await
+                .unwrap(),
+        );
+        drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
+    });
+    let sent: Vec<Vec<PacingRule>> = rig
+        .port
+        .acquires
+        .borrow()
+        .iter()
+        .map(|a| a.rules.clone())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            vec![PacingRule::new(5, 1_000).with_adaptive_max_rps(2.5)],
+            apollo_rules()
+        ],
+        "stamped on the default pace only, as sent on the wire"
+    );
+    // paceline's gateway holds a rule as a hard limit: the ceiling lowers
+    // the default pace here, and could never lift it.
+    let bucket = rig.bucket("org:clearbit").unwrap();
+    assert_eq!(bucket.configured_requests_per_second, Some(2.5));
 }
 
 // --- feedback ----------------------------------------------------------------
@@ -759,9 +924,9 @@ fn successes_are_reported_on_the_next_acquire_of_the_tools_bucket() {
         })
         .await
         .unwrap();
-        gov.observe_tool_success("apollo.search");
-        gov.observe_provider_success("apollo", None);
-        gov.observe_tool_success("never.called");
+        gov.observe_tool_success("apollo.search", None);
+        gov.observe_provider_success("apollo", None, None);
+        gov.observe_tool_success("never.called", None);
         drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
     });
     let sent: Vec<u64> = rig
@@ -1029,6 +1194,10 @@ fn bad_overrides_are_refused_by_name() {
             "defaultProviderRequestsPerSecond must be from",
         ),
         (
+            r#"{"pacing":{"suggestedMaxParallelism":-1}}"#,
+            "suggestedMaxParallelism must be from",
+        ),
+        (
             r#"{"budgets":{"maxRetryCount":5000000000}}"#,
             "maxRetryCount must be at most 1000000000",
         ),
@@ -1065,10 +1234,11 @@ fn the_default_pace_keeps_a_fractional_rate_in_a_longer_window() {
             .unwrap()
             .default_provider_rule()
     };
-    assert_eq!(pace(5.0), PacingRule::new(5, 1_000));
-    assert_eq!(pace(2.5), PacingRule::new(5, 2_000));
-    assert_eq!(pace(0.5), PacingRule::new(1, 2_000));
-    assert_eq!(pace(1.3), PacingRule::new(13, 10_000));
+    let window = |rule: PacingRule| (rule.requests_per_window, rule.window_ms);
+    assert_eq!(window(pace(5.0)), (5, 1_000));
+    assert_eq!(window(pace(2.5)), (5, 2_000));
+    assert_eq!(window(pace(0.5)), (1, 2_000));
+    assert_eq!(window(pace(1.3)), (13, 10_000));
 }
 
 #[test]

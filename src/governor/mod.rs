@@ -8,6 +8,7 @@
 mod budget;
 mod call;
 mod feedback;
+mod latency;
 mod lease;
 mod lineage;
 mod pacing;
@@ -22,7 +23,10 @@ pub use call::{
 };
 pub use lease::ToolLease;
 pub use lineage::GovernanceSnapshot;
-pub use pacing::{PacingResolver, RateScope, RateScopeResolver, ToolPacing};
+pub use pacing::{
+    undeclared_provider, PacingDeclaration, PacingResolver, RateScope, RateScopeResolver,
+    ToolPacing,
+};
 pub use play::{Governor, GovernorConfig, RunScope};
 pub use policy::{
     Adapter, BudgetOverrides, BudgetPolicy, ConcurrencyOverrides, ConcurrencyPolicy,

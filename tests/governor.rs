@@ -616,6 +616,76 @@ fn backpressure_without_a_known_tool_goes_to_the_orgs_bucket() {
 }
 
 #[test]
+fn a_429_reported_under_another_provider_name_lands_in_the_tools_remembered_scope() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    credential_scopes(&mut config);
+    let gov = Governor::new(config).unwrap();
+    block_on(&rig.rt, async move {
+        drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
+        // The host names the provider differently from its pacing table.
+        gov.report_provider_backpressure("Apollo.io", Some("apollo.search"), 2_000)
+            .await
+            .unwrap();
+        gov.observe_provider_success("Apollo.io", Some("apollo.search"), None);
+    });
+    let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
+    assert_eq!(
+        cooldown("org:apollo:cred-x"),
+        Some(T0 + REFILL_POLL_MS + 2_000)
+    );
+    assert!(
+        rig.bucket("org:Apollo.io").is_none(),
+        "no bucket by that name"
+    );
+}
+
+#[test]
+fn a_rate_scope_without_a_bucket_id_falls_back_to_the_orgs_bucket_with_its_token() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    config.resolve_rate_scope = Some(Box::new(|_, _| {
+        let scope = RateScope {
+            bucket_id: " ".into(),
+            token: Some("tok".into()),
+        };
+        Box::pin(async move { Ok(Some(scope)) })
+    }));
+    let gov = Governor::new(config).unwrap();
+    let lease = block_on(&rig.rt, async move {
+        gov.acquire_tool_slot("apollo.search", None).await.unwrap()
+    });
+    let scope = lease.rate_scope().unwrap();
+    assert_eq!(scope.bucket_id, "org:apollo");
+    assert_eq!(scope.token.as_deref(), Some("tok"));
+    let sent = rig.port.acquires.borrow();
+    assert_eq!(sent[0].bucket_id, "org:apollo");
+    assert_eq!(sent[0].rate_scope_token.as_deref(), Some("tok"));
+}
+
+#[test]
+fn a_failed_penalize_names_the_bucket_and_keeps_the_ports_code() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    credential_scopes(&mut config);
+    let gov = Governor::new(config).unwrap();
+    let port = rig.port.clone();
+    let e = block_on(&rig.rt, async move {
+        drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
+        port.refuse.set(1);
+        gov.report_provider_backpressure("apollo", Some("apollo.search"), 1_000)
+            .await
+            .unwrap_err()
+    });
+    assert_eq!(e.code, ErrorCode::GatewayUnavailable);
+    assert!(
+        e.message.contains("org:apollo:cred-x") && e.message.ends_with(": connection refused"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
 fn a_429_in_call_tool_penalizes_the_scoped_bucket_and_is_retried_after_the_cooldown() {
     let rig = Rig::new();
     let mut config = rig.config();
@@ -989,6 +1059,37 @@ fn suggested_parallelism_follows_the_buckets_live_rate() {
     assert_eq!((unpaced, fallback_low), (40, 1));
 }
 
+#[test]
+fn suggested_parallelism_uses_the_tools_observed_latency_then_its_hint_then_the_policys() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    config.policy = overrides(r#"{"concurrency":{"maxToolConcurrency":40}}"#);
+    config
+        .tool_latency_ms
+        .insert("clearbit.lookup".into(), 3_000);
+    let gov = Governor::new(config).unwrap();
+    let (g, rt) = (gov.clone(), rig.rt.clone());
+    let sizes = block_on(&rig.rt, async move {
+        // 5 a second (the default pace) for every tool here.
+        let policy = g.suggested_parallelism("web.scrape", 1).await.unwrap();
+        let hinted = g.suggested_parallelism("clearbit.lookup", 1).await.unwrap();
+        g.observe_tool_success("clearbit.lookup", Some(200));
+        let observed = g.suggested_parallelism("clearbit.lookup", 1).await.unwrap();
+        // callTool times its own calls.
+        let slow = g.call_tool("web.scrape", CallOptions::default(), |_| {
+            let rt = rt.clone();
+            async move {
+                rt.sleep(1_600).await;
+                Ok::<_, ()>(response(200, None))
+            }
+        });
+        slow.await.unwrap();
+        let timed = g.suggested_parallelism("web.scrape", 1).await.unwrap();
+        (policy, hinted, observed, timed)
+    });
+    assert_eq!(sizes, (5, 15, 1, 8));
+}
+
 // --- lineage -----------------------------------------------------------------
 
 fn rooted(rig: &Rig, play: &str, policy: &str) -> Governor {
@@ -1025,6 +1126,19 @@ fn a_child_run_resumed_elsewhere_still_sees_the_cycle() {
     let e = block_on(&rig.rt, async move { b.fork_child("b", "run-b2").await }).unwrap_err();
     assert_eq!(e.code, ErrorCode::CycleDetected);
     assert!(e.message.contains("a -> b -> b"), "{}", e.message);
+}
+
+#[test]
+fn charging_zero_of_a_budget_is_nothing_to_charge_even_at_its_limit() {
+    let rig = Rig::new();
+    let gov = rig.governor(r#"{"budgets":{"maxRetryCount":0}}"#);
+    let g = gov.clone();
+    block_on(&rig.rt, async move {
+        g.charge_budget(BudgetKind::Retry, 0).await.unwrap();
+        let e = g.charge_budget(BudgetKind::Retry, 1).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::BudgetExceeded);
+    });
+    assert_eq!(gov.snapshot().retry_count, 0);
 }
 
 #[test]
@@ -1067,6 +1181,29 @@ fn a_resumed_snapshot_continues_the_same_lineage_counters() {
         (again.current_run_id.as_str(), again.tool_call_count),
         ("run-b", 4)
     );
+}
+
+#[test]
+fn the_roots_own_play_id_guards_cycles_without_a_resume_snapshot() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    config.play_id = Some("a".into());
+    let root = Governor::new(config).unwrap();
+    let snapshot = root.snapshot();
+    assert_eq!(snapshot.current_play_id.as_deref(), Some("a"));
+    assert_eq!(snapshot.ancestry_play_ids, ["a"]);
+    let e = block_on(&rig.rt, async move {
+        let b = root.fork_inline_child("b", "run-b").await.unwrap();
+        b.fork_child("a", "run-a2").await.unwrap_err()
+    });
+    assert_eq!(e.code, ErrorCode::CycleDetected);
+    // With a snapshot, the play id must be the snapshot's own.
+    let mut config = rig.config();
+    config.play_id = Some("other".into());
+    config.resume = Some(GovernanceSnapshot::root(RUN, Some("a")));
+    let e = Governor::new(config).err().unwrap();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(e.message.contains("playId other"), "{}", e.message);
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! Core errors become JS `Error`s with a string `code` and, where the code
 //! has them, structured fields (`key`, `observed`, `limit`,
 //! `cooldownUntilMs`). An exception JS raised into the core (from `fetch`
-//! or a user callback) is kept here and handed back as the same value.
+//! or a user callback) is kept here and handed back as the same value, or,
+//! when the core wrapped its message ("penalize failed for <bucket>: ..."),
+//! as a coded error with that message and the exception as its `cause`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -16,8 +18,11 @@ use crate::error::{Detail, Error, ErrorCode};
 /// past this many.
 const KEPT_EXCEPTIONS: u64 = 256;
 
+/// A kept exception and the message the core read from it.
+type Kept = (JsValue, String);
+
 thread_local! {
-    static FOREIGN: RefCell<(u64, HashMap<u64, JsValue>)> = RefCell::new((0, HashMap::new()));
+    static FOREIGN: RefCell<(u64, HashMap<u64, Kept>)> = RefCell::new((0, HashMap::new()));
 }
 
 /// Wraps a JS exception as a core error with `code`, remembering the value.
@@ -39,7 +44,7 @@ pub(crate) fn foreign(thrown: JsValue, default_code: ErrorCode) -> Error {
         let mut f = f.borrow_mut();
         f.0 += 1;
         let handle = f.0;
-        f.1.insert(handle, thrown);
+        f.1.insert(handle, (thrown, message.clone()));
         f.1.remove(&handle.wrapping_sub(KEPT_EXCEPTIONS));
         handle
     });
@@ -53,15 +58,22 @@ fn set(target: &JsValue, key: &str, value: JsValue) {
 
 impl From<Error> for JsValue {
     fn from(e: Error) -> JsValue {
+        let mut cause = None;
         if let Some(Detail::Foreign(handle)) = e.detail {
-            if let Some(original) = FOREIGN.with(|f| f.borrow().1.get(&handle).cloned()) {
-                return original;
+            if let Some((original, said)) = FOREIGN.with(|f| f.borrow().1.get(&handle).cloned()) {
+                if said == e.message {
+                    return original;
+                }
+                cause = Some(original);
             }
         }
         let js = js_sys::Error::new(&e.message);
         js.set_name("PacelineError");
         let target: JsValue = js.into();
         set(&target, "code", JsValue::from_str(e.code.as_str()));
+        if let Some(cause) = cause {
+            set(&target, "cause", cause);
+        }
         match e.detail {
             Some(Detail::Budget {
                 key,

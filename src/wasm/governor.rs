@@ -9,6 +9,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use super::error::foreign;
+use super::governor_input::{fork_input, opt_latency, opt_string, table, tool_latency};
 use super::js::{from_js, promise, to_js};
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
@@ -16,15 +17,20 @@ use crate::client::{LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::governor::{
     Adapter, BudgetKind, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
-    PolicyOverrides, ProviderResponse, RateScope, RunScope, ToolLease, ToolPacing,
+    PacingDeclaration, PolicyOverrides, ProviderResponse, RateScope, RunScope, ToolLease,
 };
-use crate::protocol::DeclaredPacing;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GOVERNOR: &'static str = r#"
 export type BudgetKind = "playCall" | "toolCall" | "retry" | "descendant" | "waterfallStep";
-export interface DeclaredPacing { provider: string; rules: PacingRuleInit[] }
-export interface RateScopeInit { bucketId: string; token: string }
+/** A tool's provider and limits. A blank provider is none (the tool gets a bucket of its own); no rules is the policy's default pace. */
+export interface DeclaredPacing { provider: string; rules?: PacingRuleInit[] }
+/** The tool calls nothing rate-limited: it takes no permit at all. */
+export interface UnpacedTool { unpaced: true }
+/** `null` means nothing is known: the policy's default pace, in the tool's own bucket. */
+export type PacingDeclaration = DeclaredPacing | UnpacedTool | null;
+/** Without a `bucketId`, the org's bucket of the provider. */
+export interface RateScopeInit { bucketId?: string | null; token?: string | null }
 export interface GovernanceSnapshot {
   rootRunId: string;
   currentRunId: string;
@@ -40,7 +46,7 @@ export interface GovernanceSnapshot {
 }
 export interface GovernorPolicy {
   concurrency?: { defaultRowConcurrency?: number; maxRowConcurrency?: number; maxToolConcurrency?: number };
-  pacing?: { defaultProviderRequestsPerSecond?: number; typicalToolCallMs?: number };
+  pacing?: { defaultProviderRequestsPerSecond?: number; typicalToolCallMs?: number; suggestedMaxParallelism?: number };
   budgets?: {
     maxPlayCallCount?: number; maxToolCallCount?: number; maxRetryCount?: number; maxDescendants?: number;
     maxWaterfallStepExecutions?: number; maxChildPlayCallsPerParent?: number; maxDepth?: number;
@@ -51,11 +57,18 @@ export interface CreateGovernorOptions {
   scope: { orgId: string; rootRunId: string };
   rateState: GatewayRateState | LocalRateState;
   budgetState?: GatewayBudgetState | LocalBudgetState;
-  resolvePacing: (toolId: string) => Promise<DeclaredPacing | null> | DeclaredPacing | null;
+  resolvePacing: (toolId: string) => Promise<PacingDeclaration> | PacingDeclaration;
   resolveRateScope?: (toolId: string, provider: string) => Promise<RateScopeInit | null> | RateScopeInit | null;
+  /** Pacing the host knows better than any tool's declaration, by tool id. */
+  builtinPacing?: Record<string, DeclaredPacing | UnpacedTool>;
+  /** How long each tool's calls usually take (ms), for suggestedParallelism until its calls are seen. */
+  toolLatencyMs?: Record<string, number>;
+  /** The play this run executes, so a child calling it is a cycle. With `resume`, the snapshot's own. */
+  playId?: string;
   resume?: GovernanceSnapshot;
   policy?: GovernorPolicy;
 }
+export interface ForkChildInput { childPlayName: string; childRunId: string }
 export interface ProviderAnswer { status: number; headers?: { get(name: string): string | null } }
 export interface CallToolOptions { retrySafe?: boolean; maxAttempts?: number; signal?: AbortSignal }
 "#;
@@ -131,19 +144,13 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
         },
         rate_state,
         Box::new(
-            move |tool_id: &str| -> LocalBoxFuture<'static, Result<Option<ToolPacing>>> {
+            move |tool_id: &str| -> LocalBoxFuture<'static, Result<PacingDeclaration>> {
                 let (f, tool) = (pacing_fn.clone(), JsValue::from_str(tool_id));
                 Box::pin(async move {
                     let answer = invoke(&f, &[tool]).await?;
                     match present(answer) {
-                        None => Ok(None),
-                        Some(v) => {
-                            let p: DeclaredPacing = from_js(&v)?;
-                            Ok(Some(ToolPacing {
-                                provider: p.provider,
-                                rules: p.rules,
-                            }))
-                        }
+                        None => Ok(PacingDeclaration::Undeclared),
+                        Some(v) => from_js(&v),
                     }
                 })
             },
@@ -162,13 +169,30 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
             let args = [JsValue::from_str(tool_id), JsValue::from_str(provider)];
             Box::pin(async move {
                 let answer = invoke(&f, &args).await?;
-                Ok(present(answer).map(|v| RateScope {
-                    bucket_id: field(&v, "bucketId").as_string().unwrap_or_default(),
-                    token: field(&v, "token").as_string(),
+                let Some(v) = present(answer) else {
+                    return Ok(None);
+                };
+                // A scope without a bucketId is the org's bucket, as in the
+                // TypeScript runtime; the pacing core reads blank that way.
+                Ok(Some(RateScope {
+                    bucket_id: opt_string(&v, "bucketId", "resolveRateScope's answer")?
+                        .unwrap_or_default(),
+                    token: opt_string(&v, "token", "resolveRateScope's answer")?,
                 }))
             })
         }));
     }
+    config.builtin_pacing = table(options, "builtinPacing", |tool, v| {
+        let declared: PacingDeclaration = from_js(&v)?;
+        match declared {
+            PacingDeclaration::Undeclared => Err(Error::invalid(format!(
+                "builtinPacing.{tool} must be a pacing declaration, not null"
+            ))),
+            d => Ok(d),
+        }
+    })?;
+    config.tool_latency_ms = table(options, "toolLatencyMs", tool_latency)?;
+    config.play_id = opt_string(options, "playId", "createGovernor's options")?;
     config.resume = present(field(options, "resume"))
         .map(|v| from_js::<GovernanceSnapshot>(&v))
         .transpose()?;
@@ -296,8 +320,10 @@ impl JsGovernor {
         let g = self.inner.clone();
         promise(async move {
             let amount = amount.unwrap_or(1.0);
-            if !(amount.is_finite() && amount >= 1.0 && amount.fract() == 0.0) {
-                return Err(Error::invalid("amount must be a positive integer").into());
+            // Zero is nothing to charge, as in the TypeScript runtime; a
+            // negative amount would un-spend a budget, so it is refused.
+            if !(amount.is_finite() && amount >= 0.0 && amount.fract() == 0.0) {
+                return Err(Error::invalid("amount must be an integer >= 0").into());
             }
             g.charge_budget(budget_kind(&kind)?, amount as u64).await?;
             Ok(JsValue::UNDEFINED)
@@ -307,17 +333,27 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = forkChild, unchecked_return_type = "Promise<GovernanceSnapshot>")]
     pub fn fork_child(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "{ childPlayName: string; childRunId: string }")]
-        input: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ForkChildInput")] input: JsValue,
     ) -> Promise {
         let g = self.inner.clone();
         promise(async move {
-            let name = field(&input, "childPlayName").as_string();
-            let run = field(&input, "childRunId").as_string();
-            let (Some(name), Some(run)) = (name, run) else {
-                return Err(Error::invalid("forkChild takes {childPlayName, childRunId}").into());
-            };
+            let (name, run) = fork_input(&input, "forkChild")?;
             to_js(&g.fork_child(&name, &run).await?)
+        })
+    }
+
+    /// Admits a child play that runs in this isolate and returns its
+    /// governor, which shares this one's slots, pacer and budgets.
+    #[wasm_bindgen(js_name = forkInlineChild, unchecked_return_type = "Promise<Governor>")]
+    pub fn fork_inline_child(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ForkChildInput")] input: JsValue,
+    ) -> Promise {
+        let g = self.inner.clone();
+        promise(async move {
+            let (name, run) = fork_input(&input, "forkInlineChild")?;
+            let inner = g.fork_inline_child(&name, &run).await?;
+            Ok(JsGovernor { inner }.into())
         })
     }
 
@@ -354,25 +390,33 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = observeProviderSuccess)]
     pub fn observe_provider_success(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "{ provider: string; toolId?: string }")]
+        #[wasm_bindgen(
+            unchecked_param_type = "{ provider: string; toolId?: string; latencyMs?: number | null }"
+        )]
         input: JsValue,
-    ) {
+    ) -> std::result::Result<(), JsValue> {
+        let latency = opt_latency(&input)?;
         if let Some(provider) = field(&input, "provider").as_string() {
             self.inner.observe_provider_success(
                 &provider,
                 field(&input, "toolId").as_string().as_deref(),
+                latency,
             );
         }
+        Ok(())
     }
 
     #[wasm_bindgen(js_name = observeToolSuccess)]
     pub fn observe_tool_success(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "{ toolId: string }")] input: JsValue,
-    ) {
+        #[wasm_bindgen(unchecked_param_type = "{ toolId: string; latencyMs?: number | null }")]
+        input: JsValue,
+    ) -> std::result::Result<(), JsValue> {
+        let latency = opt_latency(&input)?;
         if let Some(tool) = field(&input, "toolId").as_string() {
-            self.inner.observe_tool_success(&tool);
+            self.inner.observe_tool_success(&tool, latency);
         }
+        Ok(())
     }
 
     #[wasm_bindgen(js_name = suggestedParallelism, unchecked_return_type = "Promise<number>")]
@@ -384,10 +428,24 @@ impl JsGovernor {
         })
     }
 
+    /// Rows to run at once: `requested` clamped to `[1, maxRowConcurrency]`
+    /// (a negative or zero request is 1), or the policy's default.
     #[wasm_bindgen(js_name = resolveRowConcurrency)]
-    pub fn resolve_row_concurrency(&self, requested: Option<u32>) -> u32 {
-        self.inner
-            .resolve_row_concurrency(requested.map(|n| n as usize)) as u32
+    pub fn resolve_row_concurrency(
+        &self,
+        #[wasm_bindgen(unchecked_optional_param_type = "number")] requested: JsValue,
+    ) -> std::result::Result<u32, JsValue> {
+        let requested = match present(requested) {
+            None => None,
+            // Clamped here, before the cast, so -1 is 1 and not a wrapped
+            // huge count; the float-to-int cast saturates.
+            Some(v) => match v.as_f64() {
+                Some(n) if !n.is_nan() => Some(n.max(1.0) as usize),
+                _ => return Err(Error::invalid("requested must be a number").into()),
+            },
+        };
+        let rows = self.inner.resolve_row_concurrency(requested);
+        Ok(u32::try_from(rows).unwrap_or(u32::MAX))
     }
 
     /// One governed provider call: `call(attempt)` makes it and returns

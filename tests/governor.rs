@@ -502,13 +502,16 @@ fn a_pacing_declaration_reads_null_unpaced_and_blank_fields_as_the_runtime_does(
     for (json, says) in [
         (
             r#"{"unpaced":true,"provider":"p"}"#,
-            "takes no provider or rules",
+            "pacing has unpaced: true, so it takes no provider or rules",
         ),
-        (r#"{"unpaced":"yes"}"#, "unpaced must be true or false"),
-        (r#"{"provider":7}"#, "provider must be a string"),
+        (
+            r#"{"unpaced":"yes"}"#,
+            "pacing.unpaced must be true or false",
+        ),
+        (r#"{"provider":7}"#, "pacing.provider must be a string"),
         (
             r#"{"provider":"p","rules":[{"windowMs":1000}]}"#,
-            "rules[0].requestsPerWindow",
+            "pacing.rules[0].requestsPerWindow",
         ),
     ] {
         let e = read(json).unwrap_err();

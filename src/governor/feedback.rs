@@ -94,7 +94,7 @@ impl Governor {
                     .fold(f64::INFINITY, f64::min)
             });
         let typical_ms = self.shared.latency.typical_ms(tool_id);
-        let seconds = typical_ms.unwrap_or(policy.pacing.typical_tool_call_ms as f64) / 1_000.0;
+        let seconds = typical_ms.unwrap_or(policy.pacing.typical_tool_call_ms) as f64 / 1_000.0;
         let in_flight = (rps * seconds).ceil().min(max as f64) as usize;
         let cap = pacing
             .rules

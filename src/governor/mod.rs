@@ -21,11 +21,12 @@ pub use budget::BudgetKind;
 pub use call::{
     CallError, CallOptions, ProviderResponse, BASE_BACKOFF_MS, DEFAULT_MAX_ATTEMPTS, MAX_BACKOFF_MS,
 };
+pub use latency::ToolLatencies;
 pub use lease::ToolLease;
 pub use lineage::GovernanceSnapshot;
 pub use pacing::{
-    undeclared_provider, PacingDeclaration, PacingResolver, RateScope, RateScopeResolver,
-    ToolPacing,
+    undeclared_provider, PacingDeclaration, PacingResolver, PacingTable, RateScope,
+    RateScopeResolver, ToolPacing,
 };
 pub use play::{Governor, GovernorConfig, RunScope};
 pub use policy::{

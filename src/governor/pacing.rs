@@ -186,25 +186,33 @@ impl Pacing {
 /// "not known" as they do in the TypeScript runtime.
 impl Message for PacingDeclaration {
     fn from_value(value: &Value) -> Result<Self> {
+        Self::read(value, "pacing")
+    }
+}
+
+impl PacingDeclaration {
+    /// Reads a declaration, naming its fields under `path` in errors.
+    fn read(value: &Value, path: &str) -> Result<Self> {
         if value.is_null() {
             return Ok(PacingDeclaration::Undeclared);
         }
-        let f = as_object(value, "the pacing declaration")?;
+        let f = as_object(value, path)?;
         let given = |k: &str| value.get(k).is_some_and(|v| !v.is_null());
         let unpaced = match value.get("unpaced") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                    "unpaced must be true or false, got {}",
+                    "{} must be true or false, got {}",
+                    f.name("unpaced"),
                     quote(other)
                 )))
             }
         };
         match unpaced {
-            true if given("provider") || given("rules") => Err(Error::invalid(
-                "a pacing declaration with unpaced: true takes no provider or rules",
-            )),
+            true if given("provider") || given("rules") => Err(Error::invalid(format!(
+                "{path} has unpaced: true, so it takes no provider or rules"
+            ))),
             true => Ok(PacingDeclaration::Unpaced),
             false => {
                 let declares_rules = f
@@ -223,6 +231,32 @@ impl Message for PacingDeclaration {
                 }))
             }
         }
+    }
+}
+
+/// Declarations by tool id, as a host's options carry its built-in table.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct PacingTable(pub HashMap<String, PacingDeclaration>);
+
+impl Message for PacingTable {
+    fn from_value(value: &Value) -> Result<Self> {
+        let Value::Object(map) = value else {
+            return Err(Error::invalid(
+                "builtinPacing must be an object keyed by tool id",
+            ));
+        };
+        let mut table = HashMap::with_capacity(map.len());
+        for (tool, v) in map {
+            let path = format!("builtinPacing.{tool}");
+            // An entry of null would mean "not known": a table need not say.
+            if v.is_null() {
+                return Err(Error::invalid(format!(
+                    "{path} must be a pacing declaration, not null"
+                )));
+            }
+            table.insert(tool.clone(), PacingDeclaration::read(v, &path)?);
+        }
+        Ok(PacingTable(table))
     }
 }
 

@@ -186,12 +186,8 @@ impl Governor {
         child_play_name: &str,
         child_run_id: &str,
     ) -> Result<GovernanceSnapshot> {
-        let child = self.admit_child(child_play_name, child_run_id).await?;
-        Ok(GovernanceSnapshot::join(
-            &self.shared.budgets.root_run_id,
-            &child,
-            &self.shared.budgets.counters.borrow(),
-        ))
+        let child = self.fork_inline_child(child_play_name, child_run_id);
+        Ok(child.await?.snapshot())
     }
 
     /// Like [`Governor::fork_child`], for a child that runs in this isolate:
@@ -201,22 +197,18 @@ impl Governor {
         child_play_name: &str,
         child_run_id: &str,
     ) -> Result<Governor> {
-        let child = self.admit_child(child_play_name, child_run_id).await?;
-        Ok(Governor {
-            shared: self.shared.clone(),
-            lineage: Rc::new(child),
-        })
-    }
-
-    async fn admit_child(&self, play: &str, run_id: &str) -> Result<Lineage> {
+        let max_depth = self.shared.policy.budgets.max_depth;
         let child = self
             .lineage
-            .child(play, run_id, self.shared.policy.budgets.max_depth)?;
+            .child(child_play_name, child_run_id, max_depth)?;
         self.shared
             .budgets
             .charge_fork(&self.lineage.current_run_id)
             .await?;
-        Ok(child)
+        Ok(Governor {
+            shared: self.shared.clone(),
+            lineage: Rc::new(child),
+        })
     }
 
     /// This run's lineage and the counters so far, to resume from.

@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use super::error::foreign;
-use super::governor_input::{fork_input, opt_latency, opt_string, table, tool_latency};
+use super::governor_input::{fork_input, opt_latency, opt_string};
 use super::js::{from_js, promise, to_js};
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
@@ -17,7 +17,8 @@ use crate::client::{LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::governor::{
     Adapter, BudgetKind, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
-    PacingDeclaration, PolicyOverrides, ProviderResponse, RateScope, RunScope, ToolLease,
+    PacingDeclaration, PacingTable, PolicyOverrides, ProviderResponse, RateScope, RunScope,
+    ToolLatencies, ToolLease,
 };
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -182,16 +183,12 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
             })
         }));
     }
-    config.builtin_pacing = table(options, "builtinPacing", |tool, v| {
-        let declared: PacingDeclaration = from_js(&v)?;
-        match declared {
-            PacingDeclaration::Undeclared => Err(Error::invalid(format!(
-                "builtinPacing.{tool} must be a pacing declaration, not null"
-            ))),
-            d => Ok(d),
-        }
-    })?;
-    config.tool_latency_ms = table(options, "toolLatencyMs", tool_latency)?;
+    if let Some(v) = present(field(options, "builtinPacing")) {
+        config.builtin_pacing = from_js::<PacingTable>(&v)?.0;
+    }
+    if let Some(v) = present(field(options, "toolLatencyMs")) {
+        config.tool_latency_ms = from_js::<ToolLatencies>(&v)?.0;
+    }
     config.play_id = opt_string(options, "playId", "createGovernor's options")?;
     config.resume = present(field(options, "resume"))
         .map(|v| from_js::<GovernanceSnapshot>(&v))
@@ -337,7 +334,7 @@ impl JsGovernor {
     ) -> Promise {
         let g = self.inner.clone();
         promise(async move {
-            let (name, run) = fork_input(&input, "forkChild")?;
+            let (name, run) = fork_input(&input)?;
             to_js(&g.fork_child(&name, &run).await?)
         })
     }
@@ -351,7 +348,7 @@ impl JsGovernor {
     ) -> Promise {
         let g = self.inner.clone();
         promise(async move {
-            let (name, run) = fork_input(&input, "forkInlineChild")?;
+            let (name, run) = fork_input(&input)?;
             let inner = g.fork_inline_child(&name, &run).await?;
             Ok(JsGovernor { inner }.into())
         })

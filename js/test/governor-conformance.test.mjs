@@ -82,6 +82,9 @@ describe("pacing as the TypeScript runtime resolves it", () => {
     await (await gov.acquireToolSlot("apollo.search")).release();
     assert.equal(seen.acquire[0].bucketId, "org:apollo");
     assert.equal(seen.acquire[0].rateScopeToken, "tok");
+    const long = governor(rateState, { resolveRateScope: () => ({ bucketId: "org:apollo:cred", token: "t".repeat(600) }) });
+    await (await long.acquireToolSlot("apollo.search")).release();
+    assert.equal(seen.acquire.at(-1).rateScopeToken.length, 600, "a token may be longer than an id");
     const bad = governor(rateState, { resolveRateScope: () => ({ bucketId: 7 }) });
     await expectCode(bad.acquireToolSlot("apollo.search"), "INVALID_INPUT");
   });

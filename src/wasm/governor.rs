@@ -20,6 +20,7 @@ use crate::governor::{
     PacingDeclaration, PacingTable, PolicyOverrides, ProviderResponse, RateScope, RunScope,
     ToolLatencies, ToolLease,
 };
+use crate::protocol::limits::{MAX_ID_BYTES, MAX_TOKEN_BYTES};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GOVERNOR: &'static str = r#"
@@ -165,6 +166,7 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
         );
     }
     if let Some(scope_fn) = callback(options, "resolveRateScope")? {
+        const ANSWER: &str = "resolveRateScope's answer";
         config.resolve_rate_scope = Some(Box::new(move |tool_id: &str, provider: &str| {
             let f = scope_fn.clone();
             let args = [JsValue::from_str(tool_id), JsValue::from_str(provider)];
@@ -176,9 +178,9 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
                 // A scope without a bucketId is the org's bucket, as in the
                 // TypeScript runtime; the pacing core reads blank that way.
                 Ok(Some(RateScope {
-                    bucket_id: opt_string(&v, "bucketId", "resolveRateScope's answer")?
+                    bucket_id: opt_string(&v, "bucketId", MAX_ID_BYTES, ANSWER)?
                         .unwrap_or_default(),
-                    token: opt_string(&v, "token", "resolveRateScope's answer")?,
+                    token: opt_string(&v, "token", MAX_TOKEN_BYTES, ANSWER)?,
                 }))
             })
         }));
@@ -189,7 +191,7 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
     if let Some(v) = present(field(options, "toolLatencyMs")) {
         config.tool_latency_ms = from_js::<ToolLatencies>(&v)?.0;
     }
-    config.play_id = opt_string(options, "playId", "createGovernor's options")?;
+    config.play_id = opt_string(options, "playId", MAX_ID_BYTES, "createGovernor's options")?;
     config.resume = present(field(options, "resume"))
         .map(|v| from_js::<GovernanceSnapshot>(&v))
         .transpose()?;

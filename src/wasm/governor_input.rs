@@ -6,7 +6,6 @@ use wasm_bindgen::prelude::*;
 
 use super::error::foreign;
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::limits;
 use crate::time::Millis;
 
 /// What a getter or a Proxy threw while `name` was read: `INVALID_INPUT`,
@@ -26,15 +25,20 @@ fn present_field(obj: &JsValue, name: &str) -> Result<Option<JsValue>> {
     Ok((!value.is_undefined() && !value.is_null()).then_some(value))
 }
 
-/// `options[name]` as a string, absent when undefined or null.
-pub(super) fn opt_string(obj: &JsValue, name: &str, what: &str) -> Result<Option<String>> {
+/// `obj[name]` as a string of at most `max_len` bytes, absent when
+/// undefined or null.
+pub(super) fn opt_string(
+    obj: &JsValue,
+    name: &str,
+    max_len: usize,
+    what: &str,
+) -> Result<Option<String>> {
     match present_field(obj, name)? {
         None => Ok(None),
         Some(v) => match v.as_string() {
-            Some(s) if s.len() <= limits::MAX_ID_BYTES => Ok(Some(s)),
+            Some(s) if s.len() <= max_len => Ok(Some(s)),
             _ => Err(Error::invalid(format!(
-                "{name} in {what} must be a string of at most {} bytes",
-                limits::MAX_ID_BYTES
+                "{name} in {what} must be a string of at most {max_len} bytes"
             ))),
         },
     }

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use paceline::client::{GatewayPort, GatewayRateState, PacerOptions, PermitRequest, Runtime};
 use paceline::governor::{
-    Adapter, BudgetKind, Governor, GovernorConfig, PolicyOverrides, RunScope, Slots, ToolPacing,
+    Adapter, BudgetKind, Governor, GovernorConfig, PacingDeclaration, PolicyOverrides, RunScope,
+    Slots, ToolPacing,
 };
 use paceline::protocol::PacingRule;
 use paceline::sim::SimRuntime;
@@ -65,10 +66,10 @@ impl World {
         let pacer = GatewayRateState::new(port, runtime.clone(), PacerOptions::default());
         let declared = HashMap::from([(
             TOOL.to_owned(),
-            ToolPacing {
+            PacingDeclaration::Declared(ToolPacing {
                 provider: "apollo".into(),
                 rules: rules(),
-            },
+            }),
         )]);
         let mut config = GovernorConfig::new(
             Adapter::EsmWorkers,
@@ -78,7 +79,10 @@ impl World {
             },
             pacer.clone(),
             Box::new(move |tool| {
-                let found = declared.get(tool).cloned();
+                let found = declared
+                    .get(tool)
+                    .cloned()
+                    .unwrap_or(PacingDeclaration::Undeclared);
                 Box::pin(async move { Ok(found) })
             }),
             runtime,

@@ -14,9 +14,9 @@ use paceline::client::{
 use paceline::gateway::BucketView;
 use paceline::governor::{
     imf_fixdate_ms, retry_after_ms, Adapter, BudgetKind, CallError, CallOptions, ExecutionPolicy,
-    GovernanceSnapshot, Governor, GovernorConfig, PacingResolver, PolicyOverrides,
-    ProviderResponse, RateScope, RunScope, Slots, ToolPacing, DEFAULT_RETRY_AFTER_MS,
-    MAX_RETRY_AFTER_MS,
+    GovernanceSnapshot, Governor, GovernorConfig, PacingDeclaration, PacingResolver,
+    PolicyOverrides, ProviderResponse, RateScope, RunScope, Slots, ToolPacing,
+    DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS,
 };
 use paceline::protocol::{decode, PacingRule};
 use paceline::sim::SimRuntime;
@@ -33,27 +33,31 @@ fn apollo_rules() -> Vec<PacingRule> {
 }
 
 /// The tools the tests call: two on one provider, one that names its
-/// provider only, one unknown (unpaced).
+/// provider only, one declared unpaced; any other is undeclared.
 fn catalog() -> PacingResolver {
     let mut table = HashMap::new();
     for tool in ["apollo.search", "apollo.enrich"] {
         table.insert(
             tool.to_owned(),
-            ToolPacing {
+            PacingDeclaration::Declared(ToolPacing {
                 provider: "apollo".into(),
                 rules: apollo_rules(),
-            },
+            }),
         );
     }
     table.insert(
         "clearbit.lookup".to_owned(),
-        ToolPacing {
+        PacingDeclaration::Declared(ToolPacing {
             provider: "clearbit".into(),
             rules: vec![],
-        },
+        }),
     );
+    table.insert("local.format".to_owned(), PacingDeclaration::Unpaced);
     Box::new(move |tool| {
-        let found = table.get(tool).cloned();
+        let found = table
+            .get(tool)
+            .cloned()
+            .unwrap_or(PacingDeclaration::Undeclared);
         Box::pin(async move { Ok(found) })
     })
 }
@@ -342,19 +346,24 @@ fn a_refusal_by_the_shared_budget_state_also_gives_everything_back() {
 }
 
 #[test]
-fn pacing_comes_from_builtin_then_declared_then_the_provider_default_then_none() {
+fn pacing_comes_from_builtin_then_declared_then_the_provider_default_then_the_tools_own() {
     let rig = Rig::new();
     let mut config = rig.config();
     let builtin = vec![PacingRule::new(2, 1_000)];
     config.builtin_pacing.insert(
         "apollo.search".into(),
-        ToolPacing {
+        PacingDeclaration::Declared(ToolPacing {
             provider: "apollo".into(),
             rules: builtin.clone(),
-        },
+        }),
     );
     config.policy = overrides(r#"{"pacing":{"defaultProviderRequestsPerSecond":2.5}}"#);
     let gov = Governor::new(config).unwrap();
+    let default_pace = gov.policy().default_provider_rule();
+    assert_eq!(
+        (default_pace.requests_per_window, default_pace.window_ms),
+        (5, 2_000)
+    );
     let g = gov.clone();
     let resolved = block_on(&rig.rt, async move {
         let mut out = Vec::new();
@@ -362,19 +371,27 @@ fn pacing_comes_from_builtin_then_declared_then_the_provider_default_then_none()
             "apollo.search",
             "apollo.enrich",
             "clearbit.lookup",
+            "web.scrape",
             "local.format",
         ] {
-            out.push(g.resolve_pacing(tool).await.unwrap().map(|p| p.rules));
+            out.push(g.resolve_pacing(tool).await.unwrap());
             drop(g.acquire_tool_slot(tool, None).await.unwrap());
         }
         out
     });
+    let paced = |provider: &str, rules: Vec<PacingRule>| {
+        Some(ToolPacing {
+            provider: provider.into(),
+            rules,
+        })
+    };
     assert_eq!(
         resolved,
         [
-            Some(builtin),
-            Some(apollo_rules()),
-            Some(vec![PacingRule::new(5, 2_000)]),
+            paced("apollo", builtin),
+            paced("apollo", apollo_rules()),
+            paced("clearbit", vec![default_pace.clone()]),
+            paced("tool:web.scrape", vec![default_pace]),
             None
         ]
     );
@@ -387,9 +404,160 @@ fn pacing_comes_from_builtin_then_declared_then_the_provider_default_then_none()
         .collect();
     assert_eq!(
         asked,
-        ["org:apollo", "org:apollo", "org:clearbit"],
-        "the unpaced tool asked the gateway for nothing"
+        [
+            "org:apollo",
+            "org:apollo",
+            "org:clearbit",
+            "org:tool:web.scrape"
+        ],
+        "the tool declared unpaced asked the gateway for nothing"
     );
+}
+
+/// Acquires and releases `n` slots of `tool` one after another; returns
+/// the virtual time it took.
+fn time_sequential_calls(rig: &Rig, gov: &Governor, tool: &'static str, n: usize) -> u64 {
+    let g = gov.clone();
+    let rt = rig.rt.clone();
+    block_on(&rig.rt, async move {
+        let start = rt.now_ms();
+        for _ in 0..n {
+            let mut lease = g.acquire_tool_slot(tool, None).await.unwrap();
+            lease.release_settled().await;
+        }
+        rt.now_ms() - start
+    })
+}
+
+#[test]
+fn a_tool_without_declared_pacing_is_held_to_the_default_pace_in_a_bucket_of_its_own() {
+    let rig = Rig::new();
+    let gov = rig.governor("{}");
+    // 5 a second: twenty calls span at least nineteen gaps of 200 ms.
+    let took = time_sequential_calls(&rig, &gov, "web.scrape", 20);
+    assert!(took >= 19 * 200, "20 undeclared calls took only {took} ms");
+    let bucket = rig.bucket("org:tool:web.scrape").unwrap();
+    assert_eq!(bucket.configured_requests_per_second, Some(5.0));
+    assert!(rig.bucket("org:apollo").is_none());
+}
+
+#[test]
+fn only_an_explicit_unpaced_declaration_skips_the_pacer() {
+    let rig = Rig::new();
+    let gov = rig.governor("{}");
+    let took = time_sequential_calls(&rig, &gov, "local.format", 20);
+    assert_eq!(took, 0);
+    assert!(rig.port.acquires.borrow().is_empty());
+    let g = gov.clone();
+    let lease = block_on(&rig.rt, async move {
+        g.acquire_tool_slot("local.format", None).await.unwrap()
+    });
+    assert_eq!((lease.provider(), lease.rate_scope()), (None, None));
+}
+
+#[test]
+fn a_blank_provider_from_the_resolver_is_no_provider() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    config.resolve_pacing = Box::new(|tool| {
+        let rules = if tool == "ruled.tool" {
+            vec![PacingRule::new(3, 1_000)]
+        } else {
+            vec![]
+        };
+        Box::pin(async move {
+            Ok(PacingDeclaration::Declared(ToolPacing {
+                provider: "  ".into(),
+                rules,
+            }))
+        })
+    });
+    let gov = Governor::new(config).unwrap();
+    let default_pace = gov.policy().default_provider_rule();
+    let (blank, ruled) = block_on(&rig.rt, async move {
+        let blank = gov.resolve_pacing("blank.tool").await.unwrap().unwrap();
+        let ruled = gov.resolve_pacing("ruled.tool").await.unwrap().unwrap();
+        (blank, ruled)
+    });
+    assert_eq!(blank.provider, "tool:blank.tool");
+    assert_eq!(blank.rules, [default_pace]);
+    assert_eq!(ruled.provider, "tool:ruled.tool");
+    assert_eq!(ruled.rules, [PacingRule::new(3, 1_000)]);
+}
+
+#[test]
+fn a_pacing_declaration_reads_null_unpaced_and_blank_fields_as_the_runtime_does() {
+    let read = |json: &str| decode::<PacingDeclaration>(json.as_bytes());
+    assert_eq!(read("null").unwrap(), PacingDeclaration::Undeclared);
+    assert_eq!(
+        read(r#"{"unpaced":true}"#).unwrap(),
+        PacingDeclaration::Unpaced
+    );
+    let blank = PacingDeclaration::Declared(ToolPacing {
+        provider: String::new(),
+        rules: vec![],
+    });
+    assert_eq!(read(r#"{"provider":" ","rules":[]}"#).unwrap(), blank);
+    assert_eq!(read(r#"{"unpaced":false}"#).unwrap(), blank);
+    for (json, says) in [
+        (
+            r#"{"unpaced":true,"provider":"p"}"#,
+            "pacing has unpaced: true, so it takes no provider or rules",
+        ),
+        (
+            r#"{"unpaced":"yes"}"#,
+            "pacing.unpaced must be true or false",
+        ),
+        (r#"{"provider":7}"#, "pacing.provider must be a string"),
+        (
+            r#"{"provider":"p","rules":[{"windowMs":1000}]}"#,
+            "pacing.rules[0].requestsPerWindow",
+        ),
+    ] {
+        let e = read(json).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert!(e.message.contains(says), "{json}: {}", e.message);
+    }
+}
+
+#[test]
+fn the_default_pace_carries_suggested_max_parallelism_as_its_adaptive_ceiling() {
+    let default_ceiling = |adapter| {
+        ExecutionPolicy::for_adapter(adapter)
+            .default_provider_rule()
+            .adaptive_max_rps
+    };
+    assert_eq!(default_ceiling(Adapter::EsmWorkers), Some(6.0));
+    assert_eq!(default_ceiling(Adapter::CjsNode20), Some(16.0));
+    let rig = Rig::new();
+    let gov = rig.governor(r#"{"pacing":{"suggestedMaxParallelism":2.5}}"#);
+    block_on(&rig.rt, async move {
+        drop(
+            gov.acquire_tool_slot("clearbit.lookup", None)
+                .await
+                .unwrap(),
+        );
+        drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
+    });
+    let sent: Vec<Vec<PacingRule>> = rig
+        .port
+        .acquires
+        .borrow()
+        .iter()
+        .map(|a| a.rules.clone())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            vec![PacingRule::new(5, 1_000).with_adaptive_max_rps(2.5)],
+            apollo_rules()
+        ],
+        "stamped on the default pace only, as sent on the wire"
+    );
+    // paceline's gateway holds a rule as a hard limit: the ceiling lowers
+    // the default pace here, and could never lift it.
+    let bucket = rig.bucket("org:clearbit").unwrap();
+    assert_eq!(bucket.configured_requests_per_second, Some(2.5));
 }
 
 // --- feedback ----------------------------------------------------------------
@@ -449,6 +617,76 @@ fn backpressure_without_a_known_tool_goes_to_the_orgs_bucket() {
     });
     let bucket = rig.bucket("org:apollo").unwrap();
     assert_eq!(bucket.cooldown_until_ms, Some(T0 + 1_000));
+}
+
+#[test]
+fn a_429_reported_under_another_provider_name_lands_in_the_tools_remembered_scope() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    credential_scopes(&mut config);
+    let gov = Governor::new(config).unwrap();
+    block_on(&rig.rt, async move {
+        drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
+        // The host names the provider differently from its pacing table.
+        gov.report_provider_backpressure("Apollo.io", Some("apollo.search"), 2_000)
+            .await
+            .unwrap();
+        gov.observe_provider_success("Apollo.io", Some("apollo.search"), None);
+    });
+    let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
+    assert_eq!(
+        cooldown("org:apollo:cred-x"),
+        Some(T0 + DEFAULT_LEAD_MS + 2_000)
+    );
+    assert!(
+        rig.bucket("org:Apollo.io").is_none(),
+        "no bucket by that name"
+    );
+}
+
+#[test]
+fn a_rate_scope_without_a_bucket_id_falls_back_to_the_orgs_bucket_with_its_token() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    config.resolve_rate_scope = Some(Box::new(|_, _| {
+        let scope = RateScope {
+            bucket_id: " ".into(),
+            token: Some("tok".into()),
+        };
+        Box::pin(async move { Ok(Some(scope)) })
+    }));
+    let gov = Governor::new(config).unwrap();
+    let lease = block_on(&rig.rt, async move {
+        gov.acquire_tool_slot("apollo.search", None).await.unwrap()
+    });
+    let scope = lease.rate_scope().unwrap();
+    assert_eq!(scope.bucket_id, "org:apollo");
+    assert_eq!(scope.token.as_deref(), Some("tok"));
+    let sent = rig.port.acquires.borrow();
+    assert_eq!(sent[0].bucket_id, "org:apollo");
+    assert_eq!(sent[0].rate_scope_token.as_deref(), Some("tok"));
+}
+
+#[test]
+fn a_failed_penalize_names_the_bucket_and_keeps_the_ports_code() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    credential_scopes(&mut config);
+    let gov = Governor::new(config).unwrap();
+    let port = rig.port.clone();
+    let e = block_on(&rig.rt, async move {
+        drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
+        port.refuse.set(1);
+        gov.report_provider_backpressure("apollo", Some("apollo.search"), 1_000)
+            .await
+            .unwrap_err()
+    });
+    assert_eq!(e.code, ErrorCode::GatewayUnavailable);
+    assert!(
+        e.message.contains("org:apollo:cred-x") && e.message.ends_with(": connection refused"),
+        "{}",
+        e.message
+    );
 }
 
 #[test]
@@ -760,9 +998,9 @@ fn successes_are_reported_on_the_next_acquire_of_the_tools_bucket() {
         })
         .await
         .unwrap();
-        gov.observe_tool_success("apollo.search");
-        gov.observe_provider_success("apollo", None);
-        gov.observe_tool_success("never.called");
+        gov.observe_tool_success("apollo.search", None);
+        gov.observe_provider_success("apollo", None, None);
+        gov.observe_tool_success("never.called", None);
         drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
     });
     let sent: Vec<u64> = rig
@@ -824,6 +1062,37 @@ fn suggested_parallelism_follows_the_buckets_live_rate() {
     assert_eq!((unpaced, fallback_low), (40, 1));
 }
 
+#[test]
+fn suggested_parallelism_uses_the_tools_observed_latency_then_its_hint_then_the_policys() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    config.policy = overrides(r#"{"concurrency":{"maxToolConcurrency":40}}"#);
+    config
+        .tool_latency_ms
+        .insert("clearbit.lookup".into(), 3_000);
+    let gov = Governor::new(config).unwrap();
+    let (g, rt) = (gov.clone(), rig.rt.clone());
+    let sizes = block_on(&rig.rt, async move {
+        // 5 a second (the default pace) for every tool here.
+        let policy = g.suggested_parallelism("web.scrape", 1).await.unwrap();
+        let hinted = g.suggested_parallelism("clearbit.lookup", 1).await.unwrap();
+        g.observe_tool_success("clearbit.lookup", Some(200));
+        let observed = g.suggested_parallelism("clearbit.lookup", 1).await.unwrap();
+        // callTool times its own calls.
+        let slow = g.call_tool("web.scrape", CallOptions::default(), |_| {
+            let rt = rt.clone();
+            async move {
+                rt.sleep(1_600).await;
+                Ok::<_, ()>(response(200, None))
+            }
+        });
+        slow.await.unwrap();
+        let timed = g.suggested_parallelism("web.scrape", 1).await.unwrap();
+        (policy, hinted, observed, timed)
+    });
+    assert_eq!(sizes, (5, 15, 1, 8));
+}
+
 // --- lineage -----------------------------------------------------------------
 
 fn rooted(rig: &Rig, play: &str, policy: &str) -> Governor {
@@ -860,6 +1129,19 @@ fn a_child_run_resumed_elsewhere_still_sees_the_cycle() {
     let e = block_on(&rig.rt, async move { b.fork_child("b", "run-b2").await }).unwrap_err();
     assert_eq!(e.code, ErrorCode::CycleDetected);
     assert!(e.message.contains("a -> b -> b"), "{}", e.message);
+}
+
+#[test]
+fn charging_zero_of_a_budget_is_nothing_to_charge_even_at_its_limit() {
+    let rig = Rig::new();
+    let gov = rig.governor(r#"{"budgets":{"maxRetryCount":0}}"#);
+    let g = gov.clone();
+    block_on(&rig.rt, async move {
+        g.charge_budget(BudgetKind::Retry, 0).await.unwrap();
+        let e = g.charge_budget(BudgetKind::Retry, 1).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::BudgetExceeded);
+    });
+    assert_eq!(gov.snapshot().retry_count, 0);
 }
 
 #[test]
@@ -902,6 +1184,29 @@ fn a_resumed_snapshot_continues_the_same_lineage_counters() {
         (again.current_run_id.as_str(), again.tool_call_count),
         ("run-b", 4)
     );
+}
+
+#[test]
+fn the_roots_own_play_id_guards_cycles_without_a_resume_snapshot() {
+    let rig = Rig::new();
+    let mut config = rig.config();
+    config.play_id = Some("a".into());
+    let root = Governor::new(config).unwrap();
+    let snapshot = root.snapshot();
+    assert_eq!(snapshot.current_play_id.as_deref(), Some("a"));
+    assert_eq!(snapshot.ancestry_play_ids, ["a"]);
+    let e = block_on(&rig.rt, async move {
+        let b = root.fork_inline_child("b", "run-b").await.unwrap();
+        b.fork_child("a", "run-a2").await.unwrap_err()
+    });
+    assert_eq!(e.code, ErrorCode::CycleDetected);
+    // With a snapshot, the play id must be the snapshot's own.
+    let mut config = rig.config();
+    config.play_id = Some("other".into());
+    config.resume = Some(GovernanceSnapshot::root(RUN, Some("a")));
+    let e = Governor::new(config).err().unwrap();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(e.message.contains("playId other"), "{}", e.message);
 }
 
 #[test]
@@ -1029,6 +1334,10 @@ fn bad_overrides_are_refused_by_name() {
             "defaultProviderRequestsPerSecond must be from",
         ),
         (
+            r#"{"pacing":{"suggestedMaxParallelism":-1}}"#,
+            "suggestedMaxParallelism must be from",
+        ),
+        (
             r#"{"budgets":{"maxRetryCount":5000000000}}"#,
             "maxRetryCount must be at most 1000000000",
         ),
@@ -1065,10 +1374,11 @@ fn the_default_pace_keeps_a_fractional_rate_in_a_longer_window() {
             .unwrap()
             .default_provider_rule()
     };
-    assert_eq!(pace(5.0), PacingRule::new(5, 1_000));
-    assert_eq!(pace(2.5), PacingRule::new(5, 2_000));
-    assert_eq!(pace(0.5), PacingRule::new(1, 2_000));
-    assert_eq!(pace(1.3), PacingRule::new(13, 10_000));
+    let window = |rule: PacingRule| (rule.requests_per_window, rule.window_ms);
+    assert_eq!(window(pace(5.0)), (5, 1_000));
+    assert_eq!(window(pace(2.5)), (5, 2_000));
+    assert_eq!(window(pace(0.5)), (1, 2_000));
+    assert_eq!(window(pace(1.3)), (13, 10_000));
 }
 
 #[test]

@@ -60,3 +60,41 @@ createGovernor({ adapter: "lambda", scope: { orgId: "o", rootRunId: "r" } });
   for (const line of [3, 4, 5]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
   assert.match(errors, /"lambda"/);
 });
+
+test("the governor's runtime-conformance options and methods are typed", () => {
+  const errors = check(`
+import { LocalRateState, createGovernor, type Governor, type PacingDeclaration } from "PKG";
+const unpaced: PacingDeclaration = { unpaced: true };
+const governor = createGovernor({
+  adapter: "cjs_node20",
+  scope: { orgId: "o", rootRunId: "r" },
+  rateState: new LocalRateState(),
+  resolvePacing: (toolId) => (toolId === "fmt" ? unpaced : null),
+  resolveRateScope: () => ({ token: "t" }),
+  builtinPacing: { "p.search": { provider: "p", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] }, "fmt": { unpaced: true } },
+  toolLatencyMs: { "p.search": 800 },
+  playId: "root-play",
+  policy: { pacing: { suggestedMaxParallelism: 12 } },
+});
+async function use(): Promise<number> {
+  const child: Governor = await governor.forkInlineChild({ childPlayName: "b", childRunId: "run-b" });
+  child.observeToolSuccess({ toolId: "p.search", latencyMs: 120 });
+  await child.chargeBudget("retry", 0);
+  return child.resolveRowConcurrency(-1) + (await governor.suggestedParallelism("p.search", 4));
+}
+void use;
+`);
+  assert.equal(errors, "", errors);
+});
+
+test("misuses of the conformance options are refused by the types", () => {
+  const errors = check(`
+import { LocalRateState, createGovernor } from "PKG";
+const base = { adapter: "esm_workers" as const, scope: { orgId: "o", rootRunId: "r" }, rateState: new LocalRateState(), resolvePacing: () => null };
+createGovernor({ ...base, builtinPacing: { t: { unpaced: false } } });
+createGovernor({ ...base, toolLatencyMs: { t: "slow" } });
+createGovernor({ ...base, playId: 7 });
+createGovernor(base).forkInlineChild({ childPlayName: "b" });
+`);
+  for (const line of [4, 5, 6, 7]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
+});

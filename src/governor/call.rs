@@ -82,7 +82,8 @@ impl Governor {
     /// from 1), holding a tool lease for each attempt.
     ///
     /// Any answer but a 429 or a 5xx counts as a success for the pacer (the
-    /// provider took the request at that rate) and is returned as is. A 429
+    /// provider took the request at that rate), its time sizes the tool's
+    /// parallelism, and it is returned as is. A 429
     /// reports its `Retry-After` to the bucket the permit came from, even on
     /// the last attempt, and is retried; a 5xx or a transport error is
     /// retried only for a `retry_safe` call. Each retry spends one unit of
@@ -103,6 +104,7 @@ impl Governor {
         let mut lease = self.acquire_tool_slot(tool_id, signal).await?;
         let mut attempt = 1;
         loop {
+            let started = self.shared.runtime.now_ms();
             let outcome = call(attempt).await;
             lease.release();
             let last = attempt >= options.max_attempts;
@@ -132,6 +134,8 @@ impl Governor {
                         if let Some(scope) = lease.rate_scope() {
                             self.shared.rate_state.observe_success(&scope.bucket_id);
                         }
+                        let took = self.shared.runtime.now_ms().saturating_sub(started);
+                        self.shared.latency.observe(tool_id, took);
                     }
                     return Ok(response);
                 }

@@ -13,7 +13,8 @@ use crate::time::Millis;
 impl Governor {
     /// A provider answered 429 and asked for `retry_after_ms` of quiet. It
     /// goes to the bucket `tool_id` drew its permit from (a credential's own
-    /// bucket, say), else to the org's bucket of the provider.
+    /// bucket, say), whatever the provider is called here, else to the
+    /// org's bucket of the provider.
     pub async fn report_provider_backpressure(
         &self,
         provider: &str,
@@ -31,26 +32,41 @@ impl Governor {
             .await
     }
 
-    /// A provider call went through; routed like backpressure.
-    pub fn observe_provider_success(&self, provider: &str, tool_id: Option<&str>) {
+    /// A provider call went through, taking `latency_ms` if known; routed
+    /// like backpressure.
+    pub fn observe_provider_success(
+        &self,
+        provider: &str,
+        tool_id: Option<&str>,
+        latency_ms: Option<Millis>,
+    ) {
         let scope = self.shared.pacing.feedback_scope(provider, tool_id);
         self.shared.rate_state.observe_success(&scope.bucket_id);
+        if let (Some(tool), Some(ms)) = (tool_id, latency_ms) {
+            self.shared.latency.observe(tool, ms);
+        }
     }
 
     /// A call of `tool_id` went through, to whichever provider and bucket
-    /// its last permit came from. A tool never paced has no bucket to tell.
-    pub fn observe_tool_success(&self, tool_id: &str) {
+    /// its last permit came from. A tool never paced has no bucket to tell,
+    /// but its latency still sizes its parallelism.
+    pub fn observe_tool_success(&self, tool_id: &str, latency_ms: Option<Millis>) {
         if let Some(scope) = self.shared.pacing.tool_scope(tool_id) {
             self.shared.rate_state.observe_success(&scope.bucket_id);
+        }
+        if let Some(ms) = latency_ms {
+            self.shared.latency.observe(tool_id, ms);
         }
     }
 
     /// How many calls of `tool_id` to keep in flight: enough to use the
-    /// bucket's live rate when each call takes the policy's typical time
+    /// bucket's live rate when each call takes the tool's typical time
     /// (Little's law, `ceil(rate * seconds)`), no more than the rules'
-    /// concurrency cap, within `[1, maxToolConcurrency]`. Before the bucket
-    /// has a live rate, the rules' configured rate stands in; an unpaced
-    /// tool gets `fallback`, clamped the same way.
+    /// concurrency cap, within `[1, maxToolConcurrency]`. The typical time is
+    /// what the tool's calls were seen to take, else its latency hint, else
+    /// the policy's. Before the bucket has a live rate, the rules' configured
+    /// rate stands in; a tool declared unpaced gets `fallback`, clamped the
+    /// same way.
     pub async fn suggested_parallelism(&self, tool_id: &str, fallback: usize) -> Result<usize> {
         let policy = &self.shared.policy;
         let max = policy.concurrency.max_tool_concurrency;
@@ -77,7 +93,8 @@ impl Governor {
                     .map(|r| r.requests_per_second())
                     .fold(f64::INFINITY, f64::min)
             });
-        let seconds = policy.pacing.typical_tool_call_ms as f64 / 1_000.0;
+        let typical_ms = self.shared.latency.typical_ms(tool_id);
+        let seconds = typical_ms.unwrap_or(policy.pacing.typical_tool_call_ms) as f64 / 1_000.0;
         let in_flight = (rps * seconds).ceil().min(max as f64) as usize;
         let cap = pacing
             .rules

@@ -33,7 +33,7 @@ impl ToolLease {
         self.permit.release_settled()
     }
 
-    /// The provider the call goes to; `None` for an unpaced tool.
+    /// The provider the call goes to; `None` for a tool declared unpaced.
     pub fn provider(&self) -> Option<&str> {
         self.provider.as_deref()
     }
@@ -108,7 +108,7 @@ impl Governor {
                         signal,
                     })
                     .await?;
-                shared.pacing.remember(tool_id, &pacing.provider, &scope);
+                shared.pacing.remember(tool_id, &scope);
                 (Some(pacing.provider), Some(scope), permit)
             }
             None => (None, None, Permit::unpaced()),

@@ -8,6 +8,7 @@
 mod budget;
 mod call;
 mod feedback;
+mod latency;
 mod lease;
 mod lineage;
 mod pacing;
@@ -20,9 +21,13 @@ pub use budget::BudgetKind;
 pub use call::{
     CallError, CallOptions, ProviderResponse, BASE_BACKOFF_MS, DEFAULT_MAX_ATTEMPTS, MAX_BACKOFF_MS,
 };
+pub use latency::ToolLatencies;
 pub use lease::ToolLease;
 pub use lineage::GovernanceSnapshot;
-pub use pacing::{PacingResolver, RateScope, RateScopeResolver, ToolPacing};
+pub use pacing::{
+    undeclared_provider, PacingDeclaration, PacingResolver, PacingTable, RateScope,
+    RateScopeResolver, ToolPacing,
+};
 pub use play::{Governor, GovernorConfig, RunScope};
 pub use policy::{
     Adapter, BudgetOverrides, BudgetPolicy, ConcurrencyOverrides, ConcurrencyPolicy,

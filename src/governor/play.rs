@@ -6,12 +6,14 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::budget::{BudgetKind, RunBudgets};
+use super::latency::ToolLatency;
 use super::lineage::{GovernanceSnapshot, Lineage};
-use super::pacing::{Pacing, PacingResolver, RateScopeResolver, ToolPacing};
+use super::pacing::{Pacing, PacingDeclaration, PacingResolver, RateScopeResolver, ToolPacing};
 use super::policy::{Adapter, ExecutionPolicy, PolicyOverrides};
 use super::slots::{SlotPermit, Slots};
 use crate::client::{AbortSignal, BudgetState, GatewayRateState, LocalBudgetState, Runtime};
 use crate::error::{Error, Result};
+use crate::time::Millis;
 
 /// Which org's buckets a run draws from, and which run's budgets it spends.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,10 +32,14 @@ pub struct GovernorConfig {
     pub resolve_pacing: PacingResolver,
     pub resolve_rate_scope: Option<RateScopeResolver>,
     /// Pacing the host knows better than any tool's declaration, by tool id.
-    pub builtin_pacing: HashMap<String, ToolPacing>,
+    pub builtin_pacing: HashMap<String, PacingDeclaration>,
+    /// How long each tool's calls usually take, until its calls are seen.
+    pub tool_latency_ms: HashMap<String, Millis>,
+    /// The play this run executes, so that a child calling it is a cycle.
+    /// With `resume`, it must be the snapshot's own.
+    pub play_id: Option<String>,
     /// Continue a lineage: a child run's snapshot, or this run's own from
-    /// before a restart. It also carries the root's play id for the cycle
-    /// guard (see [`GovernanceSnapshot::root`]).
+    /// before a restart.
     pub resume: Option<GovernanceSnapshot>,
     pub policy: PolicyOverrides,
     pub runtime: Rc<dyn Runtime>,
@@ -57,6 +63,8 @@ impl GovernorConfig {
             resolve_pacing,
             resolve_rate_scope: None,
             builtin_pacing: HashMap::new(),
+            tool_latency_ms: HashMap::new(),
+            play_id: None,
             resume: None,
             policy: PolicyOverrides::default(),
             runtime,
@@ -69,6 +77,7 @@ pub(super) struct Shared {
     pub rate_state: GatewayRateState,
     pub runtime: Rc<dyn Runtime>,
     pub pacing: Pacing,
+    pub latency: ToolLatency,
     pub budgets: RunBudgets,
     pub row_slots: Slots,
     pub tool_slots: Slots,
@@ -89,6 +98,7 @@ impl Governor {
             org_id,
             root_run_id,
         } = config.scope;
+        let play_id = config.play_id.as_deref().filter(|p| !p.trim().is_empty());
         let snapshot = match config.resume {
             Some(s) if s.root_run_id != root_run_id => {
                 return Err(Error::invalid(format!(
@@ -96,8 +106,15 @@ impl Governor {
                     s.root_run_id
                 )))
             }
+            Some(s) if play_id.is_some_and(|p| s.current_play_id.as_deref() != Some(p)) => {
+                return Err(Error::invalid(format!(
+                    "playId {} is not the play of the snapshot to resume ({})",
+                    play_id.unwrap_or_default(),
+                    s.current_play_id.as_deref().unwrap_or("none")
+                )))
+            }
             Some(s) => s,
-            None => GovernanceSnapshot::root(&root_run_id, None),
+            None => GovernanceSnapshot::root(&root_run_id, play_id),
         };
         let (lineage, counters) = snapshot.split();
         let default_rule = policy.default_provider_rule();
@@ -119,6 +136,7 @@ impl Governor {
                 org_id,
                 default_rule,
             ),
+            latency: ToolLatency::new(config.tool_latency_ms),
             rate_state: config.rate_state,
             runtime: config.runtime,
             policy,
@@ -148,7 +166,7 @@ impl Governor {
     }
 
     /// The pacing a tool's calls obey (see [`super::pacing`] for the order
-    /// of sources), `None` for an unpaced tool.
+    /// of sources), `None` for a tool declared unpaced.
     pub async fn resolve_pacing(&self, tool_id: &str) -> Result<Option<ToolPacing>> {
         self.shared.pacing.resolve(tool_id).await
     }
@@ -168,12 +186,8 @@ impl Governor {
         child_play_name: &str,
         child_run_id: &str,
     ) -> Result<GovernanceSnapshot> {
-        let child = self.admit_child(child_play_name, child_run_id).await?;
-        Ok(GovernanceSnapshot::join(
-            &self.shared.budgets.root_run_id,
-            &child,
-            &self.shared.budgets.counters.borrow(),
-        ))
+        let child = self.fork_inline_child(child_play_name, child_run_id);
+        Ok(child.await?.snapshot())
     }
 
     /// Like [`Governor::fork_child`], for a child that runs in this isolate:
@@ -183,22 +197,18 @@ impl Governor {
         child_play_name: &str,
         child_run_id: &str,
     ) -> Result<Governor> {
-        let child = self.admit_child(child_play_name, child_run_id).await?;
-        Ok(Governor {
-            shared: self.shared.clone(),
-            lineage: Rc::new(child),
-        })
-    }
-
-    async fn admit_child(&self, play: &str, run_id: &str) -> Result<Lineage> {
+        let max_depth = self.shared.policy.budgets.max_depth;
         let child = self
             .lineage
-            .child(play, run_id, self.shared.policy.budgets.max_depth)?;
+            .child(child_play_name, child_run_id, max_depth)?;
         self.shared
             .budgets
             .charge_fork(&self.lineage.current_run_id)
             .await?;
-        Ok(child)
+        Ok(Governor {
+            shared: self.shared.clone(),
+            lineage: Rc::new(child),
+        })
     }
 
     /// This run's lineage and the counters so far, to resume from.

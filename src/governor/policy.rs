@@ -48,6 +48,10 @@ pub struct PacingPolicy {
     /// How long a provider call usually takes; with the live rate it gives
     /// the parallelism that keeps a provider busy (Little's law).
     pub typical_tool_call_ms: u64,
+    /// The adaptive ceiling stamped on the default pace's rules
+    /// (`adaptiveMaxRps`): a rate past what the tool slots can keep busy
+    /// buys nothing.
+    pub suggested_max_parallelism: f64,
 }
 
 /// Run-wide limits, lineage-global: a child play counts against its root.
@@ -85,6 +89,7 @@ impl ExecutionPolicy {
                 max_tool_concurrency: 16,
             },
         };
+        let suggested_max_parallelism = concurrency.max_tool_concurrency as f64;
         ExecutionPolicy {
             concurrency,
             pacing: PacingPolicy {
@@ -95,6 +100,9 @@ impl ExecutionPolicy {
                 default_provider_requests_per_second: 5.0,
                 // Typical of an enrichment API round trip.
                 typical_tool_call_ms: 1_000,
+                // One call per tool slot per second, the slots being the
+                // most a run can keep in flight.
+                suggested_max_parallelism,
             },
             budgets: BudgetPolicy {
                 // Every child play a run starts, at any depth. A play that
@@ -141,6 +149,10 @@ impl ExecutionPolicy {
                 o.default_provider_requests_per_second,
             );
             set(&mut p.typical_tool_call_ms, o.typical_tool_call_ms);
+            set(
+                &mut p.suggested_max_parallelism,
+                o.suggested_max_parallelism,
+            );
         }
         if let Some(o) = &overrides.budgets {
             let b = &mut self.budgets;
@@ -181,14 +193,24 @@ impl ExecutionPolicy {
                 c.default_row_concurrency, c.max_row_concurrency
             )));
         }
-        let rps = self.pacing.default_provider_requests_per_second;
-        if !(MIN_DEFAULT_RPS..=MAX_DEFAULT_RPS).contains(&rps) {
-            return Err(Error::invalid(format!(
-                "policy.pacing.defaultProviderRequestsPerSecond must be from {} to {}, got {}",
-                number_text(MIN_DEFAULT_RPS),
-                number_text(MAX_DEFAULT_RPS),
-                number_text(rps)
-            )));
+        for (name, rps) in [
+            (
+                "defaultProviderRequestsPerSecond",
+                self.pacing.default_provider_requests_per_second,
+            ),
+            (
+                "suggestedMaxParallelism",
+                self.pacing.suggested_max_parallelism,
+            ),
+        ] {
+            if !(MIN_DEFAULT_RPS..=MAX_DEFAULT_RPS).contains(&rps) {
+                return Err(Error::invalid(format!(
+                    "policy.pacing.{name} must be from {} to {}, got {}",
+                    number_text(MIN_DEFAULT_RPS),
+                    number_text(MAX_DEFAULT_RPS),
+                    number_text(rps)
+                )));
+            }
         }
         if self.pacing.typical_tool_call_ms == 0 {
             return Err(Error::invalid(
@@ -225,13 +247,18 @@ impl ExecutionPolicy {
 
     /// The default pace as a rule. A whole number per second is a one-second
     /// window; a fraction keeps its three decimals in a longer window (2.5/s
-    /// is 5 per 2 s), which the gateway spaces just as evenly.
+    /// is 5 per 2 s), which the gateway spaces just as evenly. It carries
+    /// `suggestedMaxParallelism` as its adaptive ceiling, as the TypeScript
+    /// runtime's default pace does. paceline's gateway holds a rule as a hard
+    /// limit, so that ceiling can lower the default pace but never lift the
+    /// rate above it: an undeclared provider's real limit is unknown.
     pub fn default_provider_rule(&self) -> PacingRule {
         let rps = self.pacing.default_provider_requests_per_second;
         let per_million_ms = (rps * 1_000.0).round() as u64;
         // Never shorter than a second: the rule reads as "n per second".
         let divisor = gcd(per_million_ms, 1_000);
         PacingRule::new(per_million_ms / divisor, 1_000_000 / divisor)
+            .with_adaptive_max_rps(self.pacing.suggested_max_parallelism)
     }
 }
 
@@ -271,6 +298,7 @@ pub struct ConcurrencyOverrides {
 pub struct PacingOverrides {
     pub default_provider_requests_per_second: Option<f64>,
     pub typical_tool_call_ms: Option<u64>,
+    pub suggested_max_parallelism: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -314,11 +342,16 @@ impl Message for PolicyOverrides {
         let pacing = match f.opt_object("pacing")? {
             None => None,
             Some(p) => {
-                p.refuse_unknown(&["defaultProviderRequestsPerSecond", "typicalToolCallMs"])?;
+                p.refuse_unknown(&[
+                    "defaultProviderRequestsPerSecond",
+                    "typicalToolCallMs",
+                    "suggestedMaxParallelism",
+                ])?;
                 Some(PacingOverrides {
                     default_provider_requests_per_second: p
                         .opt_number("defaultProviderRequestsPerSecond")?,
                     typical_tool_call_ms: int(&p, "typicalToolCallMs")?,
+                    suggested_max_parallelism: p.opt_number("suggestedMaxParallelism")?,
                 })
             }
         };

@@ -14,9 +14,10 @@ mod rule;
 pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
 pub use error_body::{ErrorBody, ErrorFields};
 pub use rate::{
-    AcquireRequest, AcquireResponse, DeclaredPacing, PenalizeRequest, PenalizeResponse,
-    PermitTarget, ReleaseRequest, ReleaseResponse,
+    AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, PermitTarget,
+    ReleaseRequest, ReleaseResponse,
 };
+pub(crate) use rule::rules_from;
 pub use rule::{has_concurrency, rules_signature, PacingRule};
 
 use serde::Serialize;

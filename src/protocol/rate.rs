@@ -83,33 +83,6 @@ impl Message for PermitTarget {
     }
 }
 
-/// The provider and rules a host declares for a tool (`resolvePacing`'s
-/// answer). Unlike a request, it may declare no rules: the provider is then
-/// known but unpaced.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DeclaredPacing {
-    pub provider: String,
-    pub rules: Vec<PacingRule>,
-}
-
-impl Message for DeclaredPacing {
-    fn from_value(value: &Value) -> Result<Self> {
-        let f = as_object(value, "")?;
-        let declares_rules = f
-            .opt_array("rules", limits::MAX_RULES)?
-            .is_some_and(|r| !r.is_empty());
-        Ok(DeclaredPacing {
-            provider: f.string("provider", limits::MAX_ID_BYTES)?.to_owned(),
-            rules: if declares_rules {
-                rules_from(&f, "rules")?
-            } else {
-                Vec::new()
-            },
-        })
-    }
-}
-
 /// The gateway's answer to an acquire. `granted == 0` is a refusal with the
 /// time to wait, not an error.
 #[derive(Debug, Clone, PartialEq, Serialize)]

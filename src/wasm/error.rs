@@ -1,7 +1,9 @@
 //! Core errors become JS `Error`s with a string `code` and, where the code
 //! has them, structured fields (`key`, `observed`, `limit`,
 //! `cooldownUntilMs`). An exception JS raised into the core (from `fetch`
-//! or a user callback) is kept here and handed back as the same value.
+//! or a user callback) is kept here and handed back as the same value, or,
+//! when the core wrapped its message ("penalize failed for <bucket>: ..."),
+//! as a coded error with that message and the exception as its `cause`.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -16,8 +18,11 @@ use crate::error::{Detail, Error, ErrorCode};
 /// past this many.
 const KEPT_EXCEPTIONS: u64 = 256;
 
+/// A kept value, and for an exception the message the core read from it.
+type Kept = (JsValue, Option<String>);
+
 thread_local! {
-    static FOREIGN: RefCell<(u64, HashMap<u64, JsValue>)> = RefCell::new((0, HashMap::new()));
+    static FOREIGN: RefCell<(u64, HashMap<u64, Kept>)> = RefCell::new((0, HashMap::new()));
 }
 
 /// Wraps a JS exception as a core error with `code`, remembering the value.
@@ -35,23 +40,28 @@ pub(crate) fn foreign(thrown: JsValue, default_code: ErrorCode) -> Error {
     let message = text("message")
         .or_else(|| thrown.as_string())
         .unwrap_or_else(|| "a JS exception".into());
-    Error::new(code, message).with_detail(Detail::Foreign(keep(thrown)))
+    let handle = store(thrown, Some(message.clone()));
+    Error::new(code, message).with_detail(Detail::Foreign(handle))
 }
 
-/// Keeps a JS value (an exception, an abort reason) for an error to carry
-/// back out; returns its handle.
+/// Keeps a JS value (an abort reason, what a getter threw) for an error to
+/// carry back out as its `cause`; returns its handle.
 pub(crate) fn keep(value: JsValue) -> u64 {
+    store(value, None)
+}
+
+fn store(value: JsValue, said: Option<String>) -> u64 {
     FOREIGN.with(|f| {
         let mut f = f.borrow_mut();
         f.0 += 1;
         let handle = f.0;
-        f.1.insert(handle, value);
+        f.1.insert(handle, (value, said));
         f.1.remove(&handle.wrapping_sub(KEPT_EXCEPTIONS));
         handle
     })
 }
 
-fn kept(handle: u64) -> Option<JsValue> {
+fn kept(handle: u64) -> Option<Kept> {
     FOREIGN.with(|f| f.borrow().1.get(&handle).cloned())
 }
 
@@ -62,15 +72,19 @@ fn set(target: &JsValue, key: &str, value: JsValue) {
 
 impl From<Error> for JsValue {
     fn from(e: Error) -> JsValue {
+        let mut cause = None;
         if let Some(Detail::Foreign(handle)) = e.detail {
-            if let Some(original) = kept(handle) {
-                return original;
+            if let Some((original, said)) = kept(handle) {
+                if said.as_deref() == Some(e.message.as_str()) {
+                    return original;
+                }
+                cause = Some(original);
             }
         }
         // `new Error(message, { cause })` for a kept cause.
         let options = js_sys::Object::new();
         if let Some(cause) = match e.detail {
-            Some(Detail::Cause(handle)) => kept(handle),
+            Some(Detail::Cause(handle)) => kept(handle).map(|(value, _)| value),
             _ => None,
         } {
             set(&options, "cause", cause);
@@ -79,6 +93,9 @@ impl From<Error> for JsValue {
         js.set_name("PacelineError");
         let target: JsValue = js.into();
         set(&target, "code", JsValue::from_str(e.code.as_str()));
+        if let Some(cause) = cause {
+            set(&target, "cause", cause);
+        }
         match e.detail {
             Some(Detail::Budget {
                 key,

@@ -8,6 +8,7 @@ use js_sys::{Function, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 
 use super::error::foreign;
+use super::governor_input::{fork_input, opt_latency, opt_string};
 use super::js::{promise, rejected, to_js};
 use super::reader::{message as from_js, settle, string, ObjectArg};
 use super::registry::{budget_state, rate_state};
@@ -16,15 +17,22 @@ use crate::client::{LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::governor::{
     Adapter, BudgetKind, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
-    PolicyOverrides, ProviderResponse, RateScope, RunScope, ToolLease, ToolPacing,
+    PacingDeclaration, PacingTable, PolicyOverrides, ProviderResponse, RateScope, RunScope,
+    ToolLatencies, ToolLease,
 };
-use crate::protocol::DeclaredPacing;
+use crate::protocol::limits::{MAX_ID_BYTES, MAX_TOKEN_BYTES};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GOVERNOR: &'static str = r#"
 export type BudgetKind = "playCall" | "toolCall" | "retry" | "descendant" | "waterfallStep";
-export interface DeclaredPacing { provider: string; rules: PacingRuleInit[] }
-export interface RateScopeInit { bucketId: string; token: string }
+/** A tool's provider and limits. A blank provider is none (the tool gets a bucket of its own); no rules is the policy's default pace. */
+export interface DeclaredPacing { provider: string; rules?: PacingRuleInit[] }
+/** The tool calls nothing rate-limited: it takes no permit at all. */
+export interface UnpacedTool { unpaced: true }
+/** `null` means nothing is known: the policy's default pace, in the tool's own bucket. */
+export type PacingDeclaration = DeclaredPacing | UnpacedTool | null;
+/** Without a `bucketId`, the org's bucket of the provider. */
+export interface RateScopeInit { bucketId?: string | null; token?: string | null }
 export interface GovernanceSnapshot {
   rootRunId: string;
   currentRunId: string;
@@ -40,7 +48,7 @@ export interface GovernanceSnapshot {
 }
 export interface GovernorPolicy {
   concurrency?: { defaultRowConcurrency?: number; maxRowConcurrency?: number; maxToolConcurrency?: number };
-  pacing?: { defaultProviderRequestsPerSecond?: number; typicalToolCallMs?: number };
+  pacing?: { defaultProviderRequestsPerSecond?: number; typicalToolCallMs?: number; suggestedMaxParallelism?: number };
   budgets?: {
     maxPlayCallCount?: number; maxToolCallCount?: number; maxRetryCount?: number; maxDescendants?: number;
     maxWaterfallStepExecutions?: number; maxChildPlayCallsPerParent?: number; maxDepth?: number;
@@ -51,11 +59,18 @@ export interface CreateGovernorOptions {
   scope: { orgId: string; rootRunId: string };
   rateState: GatewayRateState | LocalRateState;
   budgetState?: GatewayBudgetState | LocalBudgetState;
-  resolvePacing: (toolId: string) => Promise<DeclaredPacing | null> | DeclaredPacing | null;
+  resolvePacing: (toolId: string) => Promise<PacingDeclaration> | PacingDeclaration;
   resolveRateScope?: (toolId: string, provider: string) => Promise<RateScopeInit | null> | RateScopeInit | null;
+  /** Pacing the host knows better than any tool's declaration, by tool id. */
+  builtinPacing?: Record<string, DeclaredPacing | UnpacedTool>;
+  /** How long each tool's calls usually take (ms), for suggestedParallelism until its calls are seen. */
+  toolLatencyMs?: Record<string, number>;
+  /** The play this run executes, so a child calling it is a cycle. With `resume`, the snapshot's own. */
+  playId?: string;
   resume?: GovernanceSnapshot;
   policy?: GovernorPolicy;
 }
+export interface ForkChildInput { childPlayName: string; childRunId: string }
 export interface ProviderAnswer { status: number; headers?: { get(name: string): string | null } }
 export interface CallToolOptions { retrySafe?: boolean; maxAttempts?: number; signal?: AbortSignal }
 "#;
@@ -119,19 +134,13 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
         },
         rate_state,
         Box::new(
-            move |tool_id: &str| -> LocalBoxFuture<'static, Result<Option<ToolPacing>>> {
+            move |tool_id: &str| -> LocalBoxFuture<'static, Result<PacingDeclaration>> {
                 let (f, tool) = (pacing_fn.clone(), JsValue::from_str(tool_id));
                 Box::pin(async move {
                     let answer = invoke(&f, &[tool]).await?;
                     match present(answer) {
-                        None => Ok(None),
-                        Some(v) => {
-                            let p: DeclaredPacing = from_js(&v)?;
-                            Ok(Some(ToolPacing {
-                                provider: p.provider,
-                                rules: p.rules,
-                            }))
-                        }
+                        None => Ok(PacingDeclaration::Undeclared),
+                        Some(v) => from_js(&v),
                     }
                 })
             },
@@ -142,18 +151,32 @@ fn config_from(options: &JsValue) -> Result<GovernorConfig> {
         config.budget_state = Some(budget_state(&b, "budgetState")?);
     }
     if let Some(scope_fn) = callback(options, "resolveRateScope")? {
+        const ANSWER: &str = "resolveRateScope's answer";
         config.resolve_rate_scope = Some(Box::new(move |tool_id: &str, provider: &str| {
             let f = scope_fn.clone();
             let args = [JsValue::from_str(tool_id), JsValue::from_str(provider)];
             Box::pin(async move {
                 let answer = invoke(&f, &args).await?;
-                Ok(present(answer).map(|v| RateScope {
-                    bucket_id: field(&v, "bucketId").as_string().unwrap_or_default(),
-                    token: field(&v, "token").as_string(),
+                let Some(v) = present(answer) else {
+                    return Ok(None);
+                };
+                // A scope without a bucketId is the org's bucket, as in the
+                // TypeScript runtime; the pacing core reads blank that way.
+                Ok(Some(RateScope {
+                    bucket_id: opt_string(&v, "bucketId", MAX_ID_BYTES, ANSWER)?
+                        .unwrap_or_default(),
+                    token: opt_string(&v, "token", MAX_TOKEN_BYTES, ANSWER)?,
                 }))
             })
         }));
     }
+    if let Some(v) = present(field(options, "builtinPacing")) {
+        config.builtin_pacing = from_js::<PacingTable>(&v)?.0;
+    }
+    if let Some(v) = present(field(options, "toolLatencyMs")) {
+        config.tool_latency_ms = from_js::<ToolLatencies>(&v)?.0;
+    }
+    config.play_id = opt_string(options, "playId", MAX_ID_BYTES, "createGovernor's options")?;
     config.resume = present(field(options, "resume"))
         .map(|v| from_js::<GovernanceSnapshot>(&v))
         .transpose()?;
@@ -178,6 +201,9 @@ pub fn create_governor(
         "resolveRateScope",
         "resume",
         "policy",
+        "builtinPacing",
+        "toolLatencyMs",
+        "playId",
     ])?;
     Ok(JsGovernor {
         inner: Governor::new(config_from(&options)?)?,
@@ -313,8 +339,10 @@ impl JsGovernor {
                 amount.as_f64()
             }
             .unwrap_or(f64::NAN);
-            if !(amount.is_finite() && amount >= 1.0 && amount.fract() == 0.0) {
-                return Err(Error::invalid("amount must be a positive integer").into());
+            // Zero is nothing to charge, as in the TypeScript runtime; a
+            // negative amount would un-spend a budget, so it is refused.
+            if !(amount.is_finite() && amount >= 0.0 && amount.fract() == 0.0) {
+                return Err(Error::invalid("amount must be an integer >= 0").into());
             }
             g.charge_budget(budget_kind(&kind)?, amount as u64).await?;
             Ok(JsValue::UNDEFINED)
@@ -324,17 +352,27 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = forkChild, unchecked_return_type = "Promise<GovernanceSnapshot>")]
     pub fn fork_child(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "{ childPlayName: string; childRunId: string }")]
-        input: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ForkChildInput")] input: JsValue,
     ) -> Promise {
         let g = self.inner.clone();
         promise(async move {
-            let name = field(&input, "childPlayName").as_string();
-            let run = field(&input, "childRunId").as_string();
-            let (Some(name), Some(run)) = (name, run) else {
-                return Err(Error::invalid("forkChild takes {childPlayName, childRunId}").into());
-            };
+            let (name, run) = fork_input(&input)?;
             to_js(&g.fork_child(&name, &run).await?)
+        })
+    }
+
+    /// Admits a child play that runs in this isolate and returns its
+    /// governor, which shares this one's slots, pacer and budgets.
+    #[wasm_bindgen(js_name = forkInlineChild, unchecked_return_type = "Promise<Governor>")]
+    pub fn fork_inline_child(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ForkChildInput")] input: JsValue,
+    ) -> Promise {
+        let g = self.inner.clone();
+        promise(async move {
+            let (name, run) = fork_input(&input)?;
+            let inner = g.fork_inline_child(&name, &run).await?;
+            Ok(JsGovernor { inner }.into())
         })
     }
 
@@ -371,25 +409,33 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = observeProviderSuccess)]
     pub fn observe_provider_success(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "{ provider: string; toolId?: string }")]
+        #[wasm_bindgen(
+            unchecked_param_type = "{ provider: string; toolId?: string; latencyMs?: number | null }"
+        )]
         input: JsValue,
-    ) {
+    ) -> std::result::Result<(), JsValue> {
+        let latency = opt_latency(&input)?;
         if let Some(provider) = field(&input, "provider").as_string() {
             self.inner.observe_provider_success(
                 &provider,
                 field(&input, "toolId").as_string().as_deref(),
+                latency,
             );
         }
+        Ok(())
     }
 
     #[wasm_bindgen(js_name = observeToolSuccess)]
     pub fn observe_tool_success(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "{ toolId: string }")] input: JsValue,
-    ) {
+        #[wasm_bindgen(unchecked_param_type = "{ toolId: string; latencyMs?: number | null }")]
+        input: JsValue,
+    ) -> std::result::Result<(), JsValue> {
+        let latency = opt_latency(&input)?;
         if let Some(tool) = field(&input, "toolId").as_string() {
-            self.inner.observe_tool_success(&tool);
+            self.inner.observe_tool_success(&tool, latency);
         }
+        Ok(())
     }
 
     #[wasm_bindgen(js_name = suggestedParallelism, unchecked_return_type = "Promise<number>")]

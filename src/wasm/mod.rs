@@ -6,6 +6,7 @@ mod clock;
 mod error;
 mod gateway;
 mod governor;
+mod governor_input;
 mod js;
 mod pacer;
 mod port;

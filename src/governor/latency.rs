@@ -1,0 +1,77 @@
+//! How long each tool's calls take, for sizing how many to keep in flight:
+//! what its calls were seen to take, else the host's hint for it, else the
+//! policy's typical call.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::protocol::json::{millis_of, quote};
+use crate::protocol::Message;
+use crate::time::Millis;
+
+/// The newest observation moves the average by this fraction of the gap
+/// (1/5): about the last ten calls count, so one slow call does not halve
+/// a tool's parallelism.
+const NEWEST_SHARE: i64 = 5;
+/// Tools whose latency is remembered. A run calls a catalogue of tools, not
+/// an unbounded stream of them; past this, new tools use their hint.
+const MAX_OBSERVED_TOOLS: usize = 4_096;
+
+/// Whole milliseconds throughout: a millisecond is finer than any call's
+/// jitter, and one map type serves hints and observations.
+pub(crate) struct ToolLatency {
+    hints: HashMap<String, Millis>,
+    observed: RefCell<HashMap<String, Millis>>,
+}
+
+impl ToolLatency {
+    pub fn new(hints: HashMap<String, Millis>) -> Self {
+        ToolLatency {
+            hints,
+            observed: RefCell::new(HashMap::new()),
+        }
+    }
+
+    pub fn observe(&self, tool_id: &str, latency_ms: Millis) {
+        let mut observed = self.observed.borrow_mut();
+        if let Some(average) = observed.get_mut(tool_id) {
+            let gap = latency_ms as i64 - *average as i64;
+            *average = (*average as i64 + gap / NEWEST_SHARE) as Millis;
+        } else if observed.len() < MAX_OBSERVED_TOOLS {
+            observed.insert(tool_id.to_owned(), latency_ms);
+        }
+    }
+
+    /// The tool's typical call in milliseconds, if anything is known of it.
+    pub fn typical_ms(&self, tool_id: &str) -> Option<Millis> {
+        let observed = self.observed.borrow().get(tool_id).copied();
+        observed.or_else(|| self.hints.get(tool_id).copied())
+    }
+}
+
+/// Latency hints by tool id, as a host's options carry them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ToolLatencies(pub HashMap<String, Millis>);
+
+impl Message for ToolLatencies {
+    fn from_value(value: &Value) -> Result<Self> {
+        let Value::Object(map) = value else {
+            return Err(Error::invalid(
+                "toolLatencyMs must be an object keyed by tool id",
+            ));
+        };
+        map.iter()
+            .map(|(tool, v)| match millis_of(v) {
+                Some(ms) => Ok((tool.clone(), ms)),
+                None => Err(Error::invalid(format!(
+                    "toolLatencyMs.{tool} must be a finite number of milliseconds >= 0, got {}",
+                    quote(v)
+                ))),
+            })
+            .collect::<Result<_>>()
+            .map(ToolLatencies)
+    }
+}

@@ -13,7 +13,7 @@ use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{
     has_concurrency, limits, rules_signature, AcquireRequest, AcquireResponse, PacingRule,
-    PenalizeRequest, ReleaseRequest,
+    PenalizeRequest, QuotaReport, ReleaseRequest,
 };
 use crate::time::Millis;
 
@@ -112,6 +112,9 @@ struct BucketState {
     cooldown_until_ms: Option<Millis>,
     effective_rps: Option<f64>,
     pending_successes: u64,
+    /// The provider's latest word on its quota (gateway clock), for the
+    /// bucket's next gateway request.
+    pending_quota: Option<QuotaReport>,
 }
 
 struct PendingRelease {
@@ -318,10 +321,11 @@ impl GatewayRateState {
             self.inner.rt.sleep(start_at - now).await;
         }
         let sent_at = self.inner.rt.now_ms();
-        let (requested, observed_successes) = self.state(bucket_id, |s| {
+        let (requested, observed_successes, quota) = self.state(bucket_id, |s| {
             (
                 block_size(rules, s.waiters, &self.inner.options),
                 s.pending_successes,
+                s.pending_quota.take(),
             )
         });
         let request = AcquireRequest {
@@ -331,6 +335,7 @@ impl GatewayRateState {
             requested,
             observed_successes,
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
+            quota,
         };
         let response = self
             .with_retries(|| self.inner.port.acquire(request.clone()))
@@ -647,6 +652,7 @@ impl GatewayRateState {
             rate_scope_token: rate_scope_token.map(str::to_owned),
             cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
+            quota: self.state(bucket_id, |s| s.pending_quota.take()),
         };
         let response = self.inner.port.penalize(request).await.map_err(|e| Error {
             message: format!("penalize failed for {bucket_id}: {}", e.message),
@@ -667,6 +673,32 @@ impl GatewayRateState {
         let mut buckets = self.inner.buckets.borrow_mut();
         let state = buckets.entry(bucket_id.to_owned()).or_default();
         state.pending_successes = (state.pending_successes + 1).min(limits::MAX_OBSERVED_SUCCESSES);
+    }
+
+    /// What a provider's answer said about its quota (times on this
+    /// isolate's clock, see `QuotaHeaders::report`). It rides on the
+    /// bucket's next gateway request, on the gateway's clock; a newer
+    /// report replaces an older one, keeping a limit only the older gave.
+    pub fn observe_quota(&self, bucket_id: &str, mut report: QuotaReport) {
+        if !report.is_useful() {
+            return;
+        }
+        self.state(bucket_id, |s| {
+            let shift = |t: Millis| (t as i64).saturating_add(s.skew_ms).max(0) as Millis;
+            report.observed_at_ms = shift(report.observed_at_ms);
+            report.reset_at_ms = report.reset_at_ms.map(shift);
+            match &s.pending_quota {
+                Some(old) if old.observed_at_ms > report.observed_at_ms => {}
+                old => {
+                    if report.limit.is_none() {
+                        if let Some(old) = old {
+                            (report.limit, report.window_ms) = (old.limit, old.window_ms);
+                        }
+                    }
+                    s.pending_quota = Some(report);
+                }
+            }
+        });
     }
 
     /// The live effective rate the gateway last reported for the bucket.

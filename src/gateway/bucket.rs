@@ -2,13 +2,12 @@
 //! many clients. All of them draw dispatch times from one set of timelines,
 //! so the rules hold across clients, not per client.
 
-use std::collections::VecDeque;
-
 use super::adaptive::AdaptiveRate;
 use super::leases::{format_lease_id, LeaseIds, LeaseTable};
+use super::quota::Quota;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
-use crate::protocol::{AcquireResponse, PacingRule};
+use crate::protocol::{AcquireResponse, PacingRule, QuotaReport};
 
 /// With every concurrency slot taken, the wait a refusal suggests when no
 /// lease expires sooner: a release may free a slot at any moment.
@@ -18,13 +17,6 @@ pub(crate) const CONCURRENCY_RETRY_MS: u64 = 100;
 /// their turn and are booked again; it stays below the clients' default
 /// 120 s limit on a refusal's wait.
 pub(crate) const MAX_TURN_QUEUE_US: Micros = 90_000_000;
-
-/// A granted permit whose dispatch time is this far past with no 429
-/// reported since counts as a success for the adaptive rate. A 429 comes
-/// back within a call's first moments, so two seconds is ample; counting
-/// here, not when clients report, keeps the feedback loop seconds long even
-/// when each isolate talks to the gateway only once per turn.
-pub(crate) const MATURITY_US: Micros = 2_000_000;
 
 /// Timelines a bucket may hold at once, current and retiring. Clients that
 /// disagree about a provider's rules would otherwise grow it without bound.
@@ -55,9 +47,8 @@ pub(crate) struct Bucket {
     /// The same for callers waiting on concurrency slots
     /// (see [`Bucket::book_slot_turn`]).
     pub slot_turns_tat: Micros,
-    /// Granted permits not yet old enough to count as successes:
-    /// `(latest dispatch time of a grant, permits in it)`, oldest first.
-    pub maturing: VecDeque<(Micros, u64)>,
+    /// What the provider said about its quota, and the grants since.
+    pub quota: Quota,
     /// Successes clients reported (`observedSuccesses`), for the bucket view.
     pub reported_successes: u64,
 }
@@ -84,7 +75,7 @@ impl Bucket {
             last_at: None,
             turns_tat: floor,
             slot_turns_tat: floor,
-            maturing: VecDeque::new(),
+            quota: Quota::default(),
             reported_successes: 0,
         }
     }
@@ -105,8 +96,10 @@ impl Bucket {
             .fold(f64::INFINITY, f64::min)
     }
 
+    /// The rate permits are spaced at (during an outage's pause, the
+    /// probes' rate).
     pub fn effective_rps(&self) -> Option<f64> {
-        self.adaptive.as_ref().map(AdaptiveRate::rate)
+        self.adaptive.as_ref().map(AdaptiveRate::pacing_rps)
     }
 
     /// Refuses a rules change that would take the bucket past
@@ -166,7 +159,7 @@ impl Bucket {
             None => {
                 let mut a = AdaptiveRate::new(cap);
                 if std::mem::take(&mut self.pending_cut) {
-                    a.cut();
+                    a.cut(self.cooldown_until, 0);
                 }
                 self.adaptive = Some(a);
             }
@@ -189,6 +182,7 @@ impl Bucket {
             .map(|t| t.tat)
             .chain([now, self.adaptive_tat, self.cooldown_until])
             .max()
+            .map(|at| self.quota.blocked_until(at).unwrap_or(at))
             .unwrap_or(now)
     }
 
@@ -208,6 +202,7 @@ impl Bucket {
         });
         let wanted = requested.min(free_slots);
         let rate = self.effective_rps().unwrap_or(f64::INFINITY);
+        self.quota.expire(now);
         let adaptive_interval = if rate.is_finite() {
             interval_for_rps(rate)
         } else {
@@ -226,9 +221,9 @@ impl Bucket {
             self.adaptive_tat = at.saturating_add(adaptive_interval);
             self.last_at = Some(at);
             times.push(ceil_ms(at));
-            match self.maturing.back_mut() {
-                Some((last, n)) if *last == at => *n += 1,
-                _ => self.maturing.push_back((at, 1)),
+            self.quota.take(at);
+            if let Some(a) = &mut self.adaptive {
+                a.on_grant(at);
             }
             if let Some(ids_out) = &mut lease_ids {
                 let id = ids.next_id();
@@ -253,18 +248,37 @@ impl Bucket {
         }
     }
 
-    /// Credits the adaptive rate with every granted permit that has
+    /// Credits the adaptive rate with the time its granted permits have
     /// matured without a 429.
     pub fn mature(&mut self, now: Micros) {
-        let Some(adaptive) = &mut self.adaptive else {
-            return;
-        };
-        while let Some(&(at, n)) = self.maturing.front() {
-            if at.saturating_add(MATURITY_US) > now {
-                break;
+        if let Some(adaptive) = &mut self.adaptive {
+            adaptive.credit(now, self.last_at);
+        }
+    }
+
+    /// What a provider said about its quota. A stated limit is read over
+    /// its own window, or else over the window of the rule whose count is
+    /// nearest to it (a provider's `X-RateLimit-Limit` is usually the limit
+    /// a host configured from its documentation).
+    pub fn observe_quota(&mut self, report: &QuotaReport, now: Micros) {
+        if let (Some(limit), Some(adaptive)) = (report.limit, &mut self.adaptive) {
+            let window_ms = report.window_ms.or_else(|| {
+                self.rules
+                    .iter()
+                    .min_by_key(|r| r.requests_per_window.abs_diff(limit))
+                    .map(|r| r.window_ms)
+            });
+            if let Some(window_ms) = window_ms {
+                adaptive.state_limit(limit as f64 * 1_000.0 / window_ms as f64);
             }
-            adaptive.observe_successes(n);
-            self.maturing.pop_front();
+        }
+        if let (Some(remaining), Some(reset_at_ms)) = (report.remaining, report.reset_at_ms) {
+            self.quota.observe(
+                micros(report.observed_at_ms),
+                remaining,
+                micros(reset_at_ms),
+                now,
+            );
         }
     }
 
@@ -333,19 +347,21 @@ impl Bucket {
     }
 
     /// A provider's 429 with `Retry-After` of `cooldown_us`. The first report
-    /// of an overload cuts the rate and pushes every timeline past the
-    /// cooldown; reports during the cooldown only extend it.
+    /// of an overload cuts the rate (or, for an outage, pauses the bucket)
+    /// and pushes every timeline past the cooldown; reports during the
+    /// cooldown only extend it. During a pause every 429 is a failed probe.
     pub fn penalize(&mut self, now: Micros, cooldown_us: Micros) {
         let until = now.saturating_add(cooldown_us);
         let fresh = now >= self.cooldown_until;
         self.cooldown_until = self.cooldown_until.max(until);
-        if !fresh {
-            return;
+        if let Some(a) = &mut self.adaptive {
+            // Nothing is granted during a cooldown: no time to credit.
+            a.credited_until = a.credited_until.max(self.cooldown_until);
         }
-        // Permits dispatched into the overload are no evidence of success.
-        self.maturing.clear();
         match &mut self.adaptive {
-            Some(a) => a.cut(),
+            Some(a) if a.pause.is_some() => a.refuse_probe(cooldown_us),
+            Some(a) if fresh => a.cut(self.cooldown_until, cooldown_us),
+            Some(_) => {}
             None => self.pending_cut = true,
         }
     }
@@ -362,6 +378,7 @@ impl Bucket {
         self.next_free(0) <= now
             && self.leases.live(now) == 0
             && !self.pending_cut
+            && self.quota.is_idle(now)
             && !self.adaptive.as_ref().is_some_and(AdaptiveRate::is_reduced)
     }
 

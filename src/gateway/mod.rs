@@ -8,6 +8,7 @@ mod bucket;
 mod http;
 mod leases;
 mod ledger;
+mod quota;
 mod scope;
 mod snapshot;
 mod timeline;
@@ -105,8 +106,9 @@ pub struct BucketView {
     pub live_leases: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_concurrency: Option<u64>,
-    /// Successes clients reported. The rate law counts matured permits
-    /// instead (see the gateway's adaptive module), so this is for people.
+    /// Successes clients reported. The rate law credits the time granted
+    /// permits matured instead (see the gateway's adaptive module), so this
+    /// is for people.
     pub reported_successes: u64,
     pub server_now_ms: u64,
 }
@@ -186,6 +188,9 @@ impl GatewayCore {
         bucket.apply_rules(&req.rules, signature, self.config.window_guard_ms);
         bucket.retire(now);
         bucket.mature(now);
+        if let Some(report) = &req.quota {
+            bucket.observe_quota(report, now);
+        }
         bucket.reported_successes = bucket
             .reported_successes
             .saturating_add(req.observed_successes);
@@ -210,6 +215,10 @@ impl GatewayCore {
         let now = micros(now_ms);
         self.ensure_bucket(&req.bucket_id, now);
         let bucket = self.buckets.get_mut(&req.bucket_id).expect("ensured");
+        bucket.mature(now);
+        if let Some(report) = &req.quota {
+            bucket.observe_quota(report, now);
+        }
         bucket.penalize(now, micros(req.cooldown_ms));
         Ok(PenalizeResponse {
             effective_requests_per_second: bucket.effective_rps(),

@@ -9,10 +9,11 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use super::adaptive::AdaptiveRate;
+use super::adaptive::{AdaptiveRate, Curve, Pause};
 use super::bucket::Bucket;
 use super::leases::{LeaseIds, LeaseTable};
 use super::ledger::{Ledger, Outcome, Reservation};
+use super::quota::{Quota, QuotaWindow};
 use super::timeline::Timeline;
 use super::{GatewayConfig, GatewayCore};
 use crate::error::{Error, Result};
@@ -112,11 +113,7 @@ fn write_bucket(w: &mut Writer, b: &Bucket) {
         None => w.0.push(0),
         Some(a) => {
             w.0.push(1);
-            w.f64(a.cap);
-            w.f64(a.w_max);
-            w.f64(a.k);
-            w.f64(a.c);
-            w.uint(a.successes_since_cut);
+            write_adaptive(w, a);
         }
     }
     w.uint(b.adaptive_tat);
@@ -131,11 +128,7 @@ fn write_bucket(w: &mut Writer, b: &Bucket) {
     }
     w.opt_uint(b.last_at);
     w.uint(b.turns_tat);
-    w.uint(b.maturing.len() as u64);
-    for (at, n) in &b.maturing {
-        w.uint(*at);
-        w.uint(*n);
-    }
+    write_quota(w, &b.quota);
     w.uint(b.reported_successes);
     w.uint(b.slot_turns_tat);
     w.opt_uint(b.leases.hold_us);
@@ -160,13 +153,7 @@ fn read_bucket(r: &mut Reader, guard_ms: u64) -> Result<Bucket> {
     }
     let adaptive = match r.byte()? {
         0 => None,
-        _ => Some(AdaptiveRate {
-            cap: r.f64()?,
-            w_max: r.f64()?,
-            k: r.f64()?,
-            c: r.f64()?,
-            successes_since_cut: r.uint()?,
-        }),
+        _ => Some(read_adaptive(r)?),
     };
     let adaptive_tat = r.uint()?;
     let cooldown_until = r.uint()?;
@@ -191,18 +178,122 @@ fn read_bucket(r: &mut Reader, guard_ms: u64) -> Result<Bucket> {
         leases,
         last_at: r.opt_uint()?,
         turns_tat: r.uint()?,
-        maturing: {
-            let mut maturing = VecDeque::new();
-            for _ in 0..r.len()? {
-                maturing.push_back((r.uint()?, r.uint()?));
-            }
-            maturing
-        },
+        quota: read_quota(r)?,
         reported_successes: r.uint()?,
         slot_turns_tat: r.uint()?,
     };
     bucket.leases.hold_us = r.opt_uint()?;
     Ok(bucket)
+}
+
+fn write_adaptive(w: &mut Writer, a: &AdaptiveRate) {
+    w.f64(a.cap);
+    w.opt_f64(a.stated);
+    match &a.curve {
+        None => w.0.push(0),
+        Some(c) => {
+            w.0.push(1);
+            w.f64(c.w_max);
+            w.f64(c.k);
+            w.f64(c.c);
+            w.uint(c.elapsed_us);
+        }
+    }
+    w.opt_f64(a.memory);
+    w.uint(a.trust_us);
+    w.uint(a.credited_until);
+    match &a.pause {
+        None => w.0.push(0),
+        Some(p) => {
+            w.0.push(1);
+            w.uint(p.probe_every_us);
+            w.opt_uint(p.probe_at);
+        }
+    }
+    w.0.push(u8::from(a.resumed));
+}
+
+fn read_adaptive(r: &mut Reader) -> Result<AdaptiveRate> {
+    Ok(AdaptiveRate {
+        cap: r.f64()?,
+        stated: r.opt_f64()?,
+        curve: match r.byte()? {
+            0 => None,
+            _ => Some(Curve {
+                w_max: r.f64()?,
+                k: r.f64()?,
+                c: r.f64()?,
+                elapsed_us: r.uint()?,
+            }),
+        },
+        memory: r.opt_f64()?,
+        trust_us: r.uint()?,
+        credited_until: r.uint()?,
+        pause: match r.byte()? {
+            0 => None,
+            _ => Some(Pause {
+                probe_every_us: r.uint()?,
+                probe_at: r.opt_uint()?,
+            }),
+        },
+        resumed: r.byte()? != 0,
+    })
+}
+
+/// The grant log is written as differences from the previous time (it is
+/// kept in grant order, mostly rising), each as a sign byte and a size.
+fn write_quota(w: &mut Writer, q: &Quota) {
+    match &q.log {
+        None => w.0.push(0),
+        Some(log) => {
+            w.0.push(1);
+            w.uint(q.complete_from);
+            w.uint(log.len() as u64);
+            let mut prev = q.complete_from;
+            for &t in log {
+                w.0.push(u8::from(t < prev));
+                w.uint(t.abs_diff(prev));
+                prev = t;
+            }
+        }
+    }
+    match &q.window {
+        None => w.0.push(0),
+        Some(win) => {
+            w.0.push(1);
+            w.uint(win.observed_at);
+            w.uint(win.reset_at);
+            w.uint(win.allowance);
+        }
+    }
+}
+
+fn read_quota(r: &mut Reader) -> Result<Quota> {
+    let mut q = Quota::default();
+    if r.byte()? != 0 {
+        q.complete_from = r.uint()?;
+        let mut log = VecDeque::new();
+        let mut prev = q.complete_from;
+        for _ in 0..r.len()? {
+            let below = r.byte()? != 0;
+            let d = r.uint()?;
+            prev = if below {
+                prev.saturating_sub(d)
+            } else {
+                prev.saturating_add(d)
+            };
+            log.push_back(prev);
+        }
+        q.log = Some(log);
+    }
+    if r.byte()? != 0 {
+        q.window = Some(QuotaWindow {
+            observed_at: r.uint()?,
+            reset_at: r.uint()?,
+            allowance: r.uint()?,
+        });
+    }
+    Ok(q)
 }
 
 fn write_ledger(w: &mut Writer, l: &Ledger) {

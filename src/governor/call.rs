@@ -6,9 +6,11 @@ use std::future::Future;
 
 use super::budget::BudgetKind;
 use super::play::Governor;
-use super::retry_after::retry_after_ms;
+use super::quota_headers::QuotaHeaders;
+use super::retry_after::{retry_after_ms, DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS};
 use crate::client::{abortable, AbortSignal};
 use crate::error::Error;
+use crate::protocol::QuotaReport;
 use crate::time::Millis;
 
 /// What a provider answered.
@@ -17,6 +19,8 @@ pub struct ProviderResponse<B> {
     pub status: u16,
     /// The raw `Retry-After` header, if any.
     pub retry_after: Option<String>,
+    /// The raw quota headers (`X-RateLimit-*`, `RateLimit*`).
+    pub quota_headers: QuotaHeaders,
     pub body: B,
 }
 
@@ -82,9 +86,10 @@ impl Governor {
     /// from 1), holding a tool lease for each attempt.
     ///
     /// Any answer but a 429 or a 5xx counts as a success for the pacer (the
-    /// provider took the request at that rate) and is returned as is. A 429
-    /// reports its `Retry-After` to the bucket the permit came from, even on
-    /// the last attempt, and is retried; a 5xx or a transport error is
+    /// provider took the request at that rate) and is returned as is. Any
+    /// answer's quota headers go to the bucket the permit came from. A 429
+    /// reports its `Retry-After` (or, without one, the reset of a spent
+    /// quota) to that bucket, even on the last attempt, and is retried; a 5xx or a transport error is
     /// retried only for a `retry_safe` call. Each retry spends one unit of
     /// the retry budget and takes a fresh permit, which after a 429 the
     /// pacer schedules past the cooldown (an unpaced tool sleeps it out
@@ -103,13 +108,36 @@ impl Governor {
         let mut lease = self.acquire_tool_slot(tool_id, signal).await?;
         let mut attempt = 1;
         loop {
+            let sent_at = self.shared.runtime.now_ms();
             let outcome = call(attempt).await;
             lease.release();
+            let quota = match &outcome {
+                Ok(response) => response.quota_headers.report(sent_at),
+                Err(_) => None,
+            };
+            if let (Some(quota), Some(scope)) = (&quota, lease.rate_scope()) {
+                self.shared
+                    .rate_state
+                    .observe_quota(&scope.bucket_id, quota.clone());
+            }
             let last = attempt >= options.max_attempts;
             let wait_ms = match outcome {
                 Ok(response) if response.status == 429 => {
                     let now = self.shared.runtime.now_ms();
-                    let cooldown = retry_after_ms(response.retry_after.as_deref(), now);
+                    let cooldown = match (&response.retry_after, &quota) {
+                        (
+                            None,
+                            Some(QuotaReport {
+                                remaining: Some(0),
+                                reset_at_ms: Some(at),
+                                ..
+                            }),
+                        ) => match at.saturating_sub(now) {
+                            0 => DEFAULT_RETRY_AFTER_MS,
+                            ms => ms.min(MAX_RETRY_AFTER_MS),
+                        },
+                        _ => retry_after_ms(response.retry_after.as_deref(), now),
+                    };
                     if let Some(scope) = lease.rate_scope() {
                         self.penalize(scope, cooldown).await?;
                     }

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::json::{as_object, millis_of, quote, Fields};
 use super::limits;
+use super::quota::QuotaReport;
 use super::rule::{rules_from, PacingRule};
 use super::Message;
 use crate::error::{Error, Result};
@@ -24,6 +25,9 @@ pub struct AcquireRequest {
     pub observed_successes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
+    /// What the provider last said about its quota.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaReport>,
 }
 
 impl Message for AcquireRequest {
@@ -38,6 +42,7 @@ impl Message for AcquireRequest {
                 .opt_integer("observedSuccesses", 0, limits::MAX_OBSERVED_SUCCESSES)?
                 .unwrap_or(0),
             scheduler_schema: schema(&f)?,
+            quota: QuotaReport::from_fields(&f, "quota")?,
         })
     }
 }
@@ -210,6 +215,9 @@ pub struct PenalizeRequest {
     pub cooldown_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
+    /// What the 429's headers said about the quota.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaReport>,
 }
 
 impl Message for PenalizeRequest {
@@ -220,6 +228,7 @@ impl Message for PenalizeRequest {
             rate_scope_token: scope_token(&f)?,
             cooldown_ms: f.integer("cooldownMs", 1, limits::MAX_COOLDOWN_MS)?,
             scheduler_schema: schema(&f)?,
+            quota: QuotaReport::from_fields(&f, "quota")?,
         })
     }
 }

@@ -8,13 +8,14 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use super::executor::SimRuntime;
-use super::provider::{Answer, Provider, RETRY_AFTER_MS};
+use super::provider::{Answer, Provider, ProviderModel};
 use crate::client::{
     BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway,
     LocalBoxFuture, PacerOptions, PermitRequest, Runtime,
 };
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
+use crate::governor::retry_after_ms;
 use crate::protocol::{
     AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, PacingRule,
     PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
@@ -47,6 +48,9 @@ pub struct FleetConfig {
     pub pacer: PacerOptions,
     /// Charge one `toolCall` budget unit per call through the gateway.
     pub budget_limit: Option<u64>,
+    /// How the provider refuses and what headers it sends, on top of
+    /// `true_limit`.
+    pub provider: ProviderModel,
 }
 
 impl FleetConfig {
@@ -66,6 +70,7 @@ impl FleetConfig {
             gateway: GatewayConfig::default(),
             pacer: PacerOptions::default(),
             budget_limit: None,
+            provider: ProviderModel::default(),
         }
     }
 }
@@ -238,7 +243,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         clock,
     );
     let limits = config.true_limit.clone();
-    let provider = Rc::new(Provider::new(
+    let provider = Rc::new(Provider::with_model(
         move |now| {
             let offset = now - START_MS;
             limits
@@ -248,6 +253,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
                 .map_or(u64::MAX, |(_, n)| *n)
         },
         config.true_max_concurrency,
+        config.provider.clone(),
     ));
     let round_trips = Rc::new(Cell::new(0));
     let granted = Rc::new(RefCell::new(Vec::new()));
@@ -373,16 +379,23 @@ impl Caller {
             std::mem::forget(permit);
             return Ok(());
         }
-        let answer = self.provider.begin(self.rt.now_ms());
+        let sent_at = self.rt.now_ms();
+        let reply = self.provider.begin(sent_at);
         self.rt.sleep(self.call_latency_ms).await;
         self.provider.end();
         if !self.alive.get() {
             std::mem::forget(permit);
             return Ok(());
         }
-        match answer {
+        if let Some(quota) = reply.quota_headers.report(sent_at) {
+            self.pacer.observe_quota(BUCKET, quota);
+        }
+        match reply.answer {
             Answer::Ok => self.pacer.observe_success(BUCKET),
-            Answer::TooManyRequests => self.pacer.penalize(BUCKET, None, RETRY_AFTER_MS).await?,
+            Answer::TooManyRequests => {
+                let cooldown = retry_after_ms(reply.retry_after.as_deref(), self.rt.now_ms());
+                self.pacer.penalize(BUCKET, None, cooldown).await?
+            }
         }
         drop(permit);
         Ok(())

@@ -10,6 +10,7 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         requested,
         observed_successes: 0,
         scheduler_schema: None,
+        quota: None,
     }
 }
 
@@ -29,6 +30,7 @@ pub fn penalize(bucket: &str, cooldown_ms: u64) -> PenalizeRequest {
         rate_scope_token: None,
         cooldown_ms,
         scheduler_schema: None,
+        quota: None,
     }
 }
 

@@ -1,0 +1,196 @@
+use super::*;
+
+const S: Micros = 1_000_000;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+/// Permits granted all along, `secs` seconds of them credited from `from`.
+fn run_for(a: &mut AdaptiveRate, from: Micros, secs: u64) -> Micros {
+    let end = from + secs * S;
+    let mut t = from;
+    while t < end {
+        t += S / 10;
+        a.credit(t + MATURITY_US, Some(t));
+    }
+    end
+}
+
+#[test]
+fn starts_at_the_cap() {
+    let a = AdaptiveRate::new(20.0);
+    assert_eq!(a.rate(), 20.0);
+    assert!(!a.is_reduced());
+}
+
+#[test]
+fn a_429_that_is_no_probe_cuts_deep() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S);
+    assert!(close(a.rate(), 14.0), "{}", a.rate());
+    a.cut(2 * S, S);
+    assert!(close(a.rate(), 9.8), "{}", a.rate());
+}
+
+#[test]
+fn time_with_grants_climbs_to_a_plateau_under_the_refused_rate_and_holds() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S);
+    let t = run_for(&mut a, S, RECOVERY_S as u64);
+    assert!(close(a.rate(), 20.0 * PLATEAU), "{}", a.rate());
+    run_for(&mut a, t, 1);
+    assert!(
+        a.rate() - 20.0 * PLATEAU < 0.1,
+        "barely moves: {}",
+        a.rate()
+    );
+}
+
+#[test]
+fn a_low_rate_recovers_as_fast_as_a_high_one() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S);
+    a.cut(2 * S, S);
+    a.cut(3 * S, S);
+    let low = a.rate();
+    assert!(low < 7.0, "{low}");
+    run_for(&mut a, 3 * S, RECOVERY_S as u64);
+    assert!(close(a.rate(), low / BETA * PLATEAU), "{}", a.rate());
+}
+
+#[test]
+fn an_idle_bucket_gathers_no_credit() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S);
+    a.credit(S + 100 * S, Some(S));
+    assert_eq!(
+        a.trust_us, IDLE_CREDIT_US,
+        "only the stretch after the last grant"
+    );
+}
+
+#[test]
+fn a_failed_probe_cuts_shallow_and_holds_longer() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S);
+    a.cut(2 * S, S);
+    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 + 3);
+    let probing = a.rate();
+    assert!(probing > 9.8 * PLATEAU, "{probing}");
+    a.cut(t, S);
+    assert!(close(a.rate(), probing * PROBE_BETA), "{}", a.rate());
+    assert_eq!(a.curve.as_ref().unwrap().k, HOLD_S);
+}
+
+#[test]
+fn past_the_plateau_the_rate_climbs_back_to_the_cap_and_forgets_the_cut() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S);
+    a.cut(2 * S, S);
+    run_for(&mut a, 2 * S, 60);
+    assert_eq!(a.rate(), 20.0);
+    assert!(!a.is_reduced());
+}
+
+#[test]
+fn the_rate_never_falls_below_the_floor() {
+    let mut a = AdaptiveRate::new(10.0);
+    let mut t = S;
+    while a.pause.is_none() {
+        a.cut(t, S);
+        t += S;
+    }
+    a.on_grant(t);
+    a.credit(t + MATURITY_US, Some(t));
+    for _ in 0..100 {
+        t += S;
+        a.cut(t, S);
+    }
+    assert!(close(a.rate(), a.floor()), "{}", a.rate());
+    assert!(a.rate() > 0.0);
+}
+
+#[test]
+fn cuts_with_no_success_between_them_down_past_the_pause_share_are_an_outage() {
+    let mut a = AdaptiveRate::new(20.0);
+    let mut t = S;
+    while a.pause.is_none() {
+        a.cut(t, S);
+        t += S;
+        assert!(t < 10 * S, "never paused");
+    }
+    assert_eq!(a.rate(), 20.0, "the memory survives the outage");
+    assert_eq!(a.pacing_rps(), 1.0, "one probe per cooldown");
+    a.on_grant(t);
+    a.refuse_probe(S);
+    a.credit(t + 5 * S, Some(t));
+    assert!(a.pause.is_some(), "a refused probe keeps the pause");
+    a.on_grant(t + 6 * S);
+    a.credit(t + 6 * S + MATURITY_US, Some(t + 6 * S));
+    assert!(a.pause.is_none(), "a matured probe ends it");
+    assert_eq!(a.rate(), 20.0);
+}
+
+#[test]
+fn a_limit_that_truly_fell_is_cut_after_one_resume() {
+    let mut a = AdaptiveRate::new(20.0);
+    let mut t = S;
+    while a.pause.is_none() {
+        a.cut(t, S);
+        t += S;
+    }
+    a.on_grant(t);
+    a.credit(t + MATURITY_US, Some(t));
+    assert!(a.pause.is_none());
+    for _ in 0..6 {
+        t += S;
+        a.cut(t, S);
+    }
+    assert!(a.pause.is_none(), "no second pause right after a resume");
+    assert!(a.rate() < 3.0, "{}", a.rate());
+}
+
+#[test]
+fn a_rules_flip_keeps_the_cut_unless_stricter() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S);
+    a.cut(2 * S, S);
+    assert!(close(a.rate(), 9.8));
+    a.set_cap(40.0);
+    assert!(close(a.rate(), 9.8), "{}", a.rate());
+    a.set_cap(5.0);
+    assert_eq!(a.rate(), 5.0);
+    a.set_cap(20.0);
+    assert!(
+        close(a.rate(), 9.8),
+        "back to the cut, not to the cap: {}",
+        a.rate()
+    );
+}
+
+#[test]
+fn an_uncut_rate_follows_the_cap_both_ways() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.set_cap(40.0);
+    assert_eq!(a.rate(), 40.0);
+    a.set_cap(5.0);
+    assert_eq!(a.rate(), 5.0);
+}
+
+#[test]
+fn a_stated_limit_lowers_the_ceiling_and_a_higher_one_is_ignored() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.state_limit(15.0);
+    assert_eq!(a.rate(), 15.0);
+    assert!(a.is_reduced());
+    a.state_limit(50.0);
+    assert_eq!(a.rate(), 20.0, "never above the rules");
+    a.cut(S, S);
+    a.state_limit(18.0);
+    assert!(
+        close(a.rate(), 14.0),
+        "a statement never lifts a cut: {}",
+        a.rate()
+    );
+}

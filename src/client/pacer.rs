@@ -12,10 +12,18 @@ use super::runtime::{abortable, AbortSignal, Runtime};
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{
-    has_concurrency, limits, rules_signature, AcquireRequest, AcquireResponse, PacingRule,
-    PenalizeRequest, QuotaReport, ReleaseRequest,
+    has_concurrency, limits, rules_signature, AcquireRequest, AcquireResponse, ObserveRequest,
+    PacingRule, PenalizeRequest, QuotaReport, ReleaseRequest,
 };
 use crate::time::Millis;
+
+/// A quota report goes to the gateway at once when fewer calls are left
+/// than this long at the bucket's rate: the gateway grants about a horizon
+/// ahead, so a report that waited for the next acquire would come after the
+/// permits that spend the quota.
+pub const QUOTA_URGENT_MS: Millis = 5_000;
+/// The least time between two reports sent on their own from one isolate.
+pub const QUOTA_REPORT_INTERVAL_MS: Millis = 250;
 
 /// After a failed gateway call, retry after these delays, then surface it.
 pub const STORE_RETRY_DELAYS_MS: [Millis; 2] = [100, 250];
@@ -115,6 +123,11 @@ struct BucketState {
     /// The provider's latest word on its quota (gateway clock), for the
     /// bucket's next gateway request.
     pending_quota: Option<QuotaReport>,
+    /// When a report last went out on its own, whether it is still out,
+    /// and the limit it stated.
+    quota_sent_at: Option<Millis>,
+    quota_in_flight: bool,
+    stated_limit: Option<(u64, Option<u64>)>,
 }
 
 struct PendingRelease {
@@ -141,6 +154,9 @@ struct Inner {
     /// Whether the gateway behind the port is the shared authority (and so
     /// the only place the rate adapts), or this isolate's own.
     authoritative: bool,
+    /// The port or the gateway refused an observe: reports ride on
+    /// acquires only.
+    observe_refused: std::cell::Cell<bool>,
 }
 
 /// Client side of the rate contract against a shared gateway.
@@ -179,6 +195,7 @@ impl GatewayRateState {
                 releases: RefCell::new(HashMap::new()),
                 release_failure: RefCell::new(None),
                 authoritative,
+                observe_refused: std::cell::Cell::new(false),
             }),
         }
     }
@@ -679,11 +696,35 @@ impl GatewayRateState {
     /// isolate's clock, see `QuotaHeaders::report`). It rides on the
     /// bucket's next gateway request, on the gateway's clock; a newer
     /// report replaces an older one, keeping a limit only the older gave.
-    pub fn observe_quota(&self, bucket_id: &str, mut report: QuotaReport) {
+    /// A report that cannot wait (a new stated limit, or fewer calls left
+    /// than [`QUOTA_URGENT_MS`] of the bucket's rate) goes at once on its
+    /// own, at most one at a time and one per [`QUOTA_REPORT_INTERVAL_MS`].
+    pub fn observe_quota(
+        &self,
+        bucket_id: &str,
+        rate_scope_token: Option<&str>,
+        mut report: QuotaReport,
+    ) {
         if !report.is_useful() {
             return;
         }
-        self.state(bucket_id, |s| {
+        let now = self.inner.rt.now_ms();
+        let send = self.state(bucket_id, |s| {
+            let limit = report.limit.map(|l| (l, report.window_ms));
+            let running_out = report.remaining.is_some_and(|left| {
+                s.effective_rps
+                    .is_none_or(|rps| (left as f64) < rps * QUOTA_URGENT_MS as f64 / 1e3)
+            });
+            let urgent = (limit.is_some() && limit != s.stated_limit) || running_out;
+            let due = s
+                .quota_sent_at
+                .is_none_or(|at| now >= at.saturating_add(QUOTA_REPORT_INTERVAL_MS));
+            let send = urgent && due && !s.quota_in_flight && !self.inner.observe_refused.get();
+            if send {
+                s.quota_in_flight = true;
+                s.quota_sent_at = Some(now);
+                s.stated_limit = limit.or(s.stated_limit);
+            }
             let shift = |t: Millis| (t as i64).saturating_add(s.skew_ms).max(0) as Millis;
             report.observed_at_ms = shift(report.observed_at_ms);
             report.reset_at_ms = report.reset_at_ms.map(shift);
@@ -698,7 +739,38 @@ impl GatewayRateState {
                     s.pending_quota = Some(report);
                 }
             }
+            send
         });
+        if send {
+            let this = self.clone();
+            let (bucket_id, token) = (bucket_id.to_owned(), rate_scope_token.map(str::to_owned));
+            self.inner.rt.spawn(Box::pin(async move {
+                this.send_quota(bucket_id, token).await;
+            }));
+        }
+    }
+
+    async fn send_quota(&self, bucket_id: String, token: Option<String>) {
+        let Some(quota) = self.state(&bucket_id, |s| s.pending_quota.take()) else {
+            return;
+        };
+        let request = ObserveRequest {
+            bucket_id: bucket_id.clone(),
+            rate_scope_token: token,
+            quota,
+            scheduler_schema: self.inner.options.scheduler_schema.clone(),
+        };
+        let outcome = self.inner.port.observe(request).await;
+        self.state(&bucket_id, |s| {
+            s.quota_in_flight = false;
+            if let Ok(rps) = &outcome {
+                s.effective_rps = rps.effective_requests_per_second.or(s.effective_rps);
+            }
+        });
+        // A port or gateway without the endpoint refuses it as bad input.
+        if outcome.is_err_and(|e| e.code == ErrorCode::InvalidInput) {
+            self.inner.observe_refused.set(true);
+        }
     }
 
     /// The live effective rate the gateway last reported for the bucket.

@@ -22,8 +22,9 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::protocol::{
-    rules_signature, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, PacingRule,
-    PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
+    rules_signature, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse,
+    ObserveRequest, ObserveResponse, PacingRule, PenalizeRequest, PenalizeResponse, ReleaseRequest,
+    ReleaseResponse,
 };
 use bucket::Bucket;
 use leases::LeaseIds;
@@ -223,6 +224,24 @@ impl GatewayCore {
         Ok(PenalizeResponse {
             effective_requests_per_second: bucket.effective_rps(),
             cooldown_until_ms: ceil_ms(bucket.cooldown_until),
+        })
+    }
+
+    /// A provider's quota headers, relayed on their own. A bucket the
+    /// gateway does not hold is not made for it: a report means nothing
+    /// before the rules it qualifies.
+    pub fn observe(&mut self, req: &ObserveRequest, now_ms: u64) -> Result<ObserveResponse> {
+        self.authorize(&req.bucket_id, req.rate_scope_token.as_deref(), now_ms)?;
+        let now = micros(now_ms);
+        let Some(bucket) = self.buckets.get_mut(&req.bucket_id) else {
+            return Ok(ObserveResponse {
+                effective_requests_per_second: None,
+            });
+        };
+        bucket.mature(now);
+        bucket.observe_quota(&req.quota, now);
+        Ok(ObserveResponse {
+            effective_requests_per_second: bucket.effective_rps(),
         })
     }
 

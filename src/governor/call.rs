@@ -116,9 +116,11 @@ impl Governor {
                 Err(_) => None,
             };
             if let (Some(quota), Some(scope)) = (&quota, lease.rate_scope()) {
-                self.shared
-                    .rate_state
-                    .observe_quota(&scope.bucket_id, quota.clone());
+                self.shared.rate_state.observe_quota(
+                    &scope.bucket_id,
+                    scope.token.as_deref(),
+                    quota.clone(),
+                );
             }
             let last = attempt >= options.max_attempts;
             let wait_ms = match outcome {

@@ -14,7 +14,7 @@ mod rule;
 
 pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
 pub use error_body::{ErrorBody, ErrorFields};
-pub use quota::QuotaReport;
+pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};
 pub use rate::{
     AcquireRequest, AcquireResponse, DeclaredPacing, PenalizeRequest, PenalizeResponse,
     PermitTarget, ReleaseRequest, ReleaseResponse,

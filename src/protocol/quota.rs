@@ -8,9 +8,10 @@
 //! headers and are checked here like any other input.
 
 use serde::Serialize;
+use serde_json::Value;
 
-use super::json::Fields;
-use super::limits;
+use super::json::{as_object, Fields};
+use super::{limits, Message};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -55,5 +56,57 @@ impl QuotaReport {
             )));
         }
         Ok(Some(report))
+    }
+}
+
+/// `POST /v1/rate/observe`: a provider's quota headers, sent on their own
+/// when they cannot wait for the bucket's next acquire (its quota is about
+/// to run out, or it stated a limit). An older gateway answers 404; the
+/// report is advice, and the client then keeps it for its next acquire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserveRequest {
+    pub bucket_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_scope_token: Option<String>,
+    pub quota: QuotaReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler_schema: Option<String>,
+}
+
+impl Message for ObserveRequest {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        let quota = QuotaReport::from_fields(&f, "quota")?
+            .ok_or_else(|| Error::invalid("quota is required and must be an object"))?;
+        Ok(ObserveRequest {
+            bucket_id: f.string("bucketId", limits::MAX_ID_BYTES)?.to_owned(),
+            rate_scope_token: f
+                .opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?
+                .map(|t| t.trim().to_owned()),
+            quota,
+            scheduler_schema: f
+                .opt_string("schedulerSchema", limits::MAX_ID_BYTES)?
+                .map(str::to_owned),
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObserveResponse {
+    /// Absent when the gateway holds no rules for the bucket (the report
+    /// was then ignored).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub effective_requests_per_second: Option<f64>,
+}
+
+impl Message for ObserveResponse {
+    fn from_value(value: &Value) -> Result<Self> {
+        let f = as_object(value, "")?;
+        Ok(ObserveResponse {
+            effective_requests_per_second: f
+                .opt_positive_number("effectiveRequestsPerSecond", f64::MAX)?,
+        })
     }
 }

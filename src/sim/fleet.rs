@@ -17,8 +17,9 @@ use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::governor::retry_after_ms;
 use crate::protocol::{
-    AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, PacingRule,
-    PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
+    AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, ObserveRequest,
+    ObserveResponse, PacingRule, PenalizeRequest, PenalizeResponse, ReleaseRequest,
+    ReleaseResponse,
 };
 use crate::time::{Clock, Millis};
 
@@ -233,6 +234,10 @@ impl GatewayPort for SimPort {
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
         Box::pin(self.call(|g| g.charge(req)))
     }
+
+    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
+        Box::pin(self.call(|g| g.observe(req)))
+    }
 }
 
 pub fn run_fleet(config: &FleetConfig) -> FleetReport {
@@ -388,7 +393,7 @@ impl Caller {
             return Ok(());
         }
         if let Some(quota) = reply.quota_headers.report(sent_at) {
-            self.pacer.observe_quota(BUCKET, quota);
+            self.pacer.observe_quota(BUCKET, None, quota);
         }
         match reply.answer {
             Answer::Ok => self.pacer.observe_success(BUCKET),

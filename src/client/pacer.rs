@@ -13,7 +13,7 @@ use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{
     has_concurrency, limits, rules_signature, AcquireRequest, AcquireResponse, ObserveRequest,
-    PacingRule, PenalizeRequest, QuotaReport, ReleaseRequest,
+    PacingRule, PenalizeRequest, PenalizeResponse, QuotaReport, ReleaseRequest,
 };
 use crate::time::Millis;
 
@@ -644,8 +644,11 @@ impl GatewayRateState {
         }
     }
 
-    /// A provider answered 429: drop the bucket's cached permits (so the
-    /// cooldown applies to the very next call) and tell the gateway.
+    /// A provider answered 429: tell the gateway, then drop the bucket's
+    /// cached permits that fall inside the cooldown it answers with (so
+    /// the cooldown applies to the very next call). A 429 the gateway takes
+    /// for noise leaves the cooldown, and so the block, as it was; if the
+    /// gateway cannot be told, the whole block goes.
     pub async fn penalize(
         &self,
         bucket_id: &str,
@@ -655,26 +658,28 @@ impl GatewayRateState {
         if cooldown_ms == 0 {
             return Ok(());
         }
-        let stale = self
-            .inner
-            .buckets
-            .borrow_mut()
-            .get_mut(bucket_id)
-            .and_then(|s| s.block.take());
-        if let Some(stale) = stale {
+        let outcome = self.tell_penalize(bucket_id, rate_scope_token, cooldown_ms).await;
+        let until = outcome.as_ref().map_or(Millis::MAX, |r| r.cooldown_until_ms);
+        let stale = self.inner.buckets.borrow_mut().get_mut(bucket_id).and_then(|s| {
+            let block = s.block.as_mut()?;
+            let keep = block.permits.partition_point(|(at, _)| *at < until);
+            let inside: VecDeque<_> = block.permits.drain(..keep).collect();
+            let (rules, token) = (block.rules.clone(), block.token.clone());
+            if block.permits.is_empty() {
+                s.block = None;
+            }
+            Some(Block {
+                permits: inside,
+                expires_at: 0,
+                rules_key: String::new(),
+                rules,
+                token,
+            })
+        });
+        if let Some(stale) = stale.filter(|b| !b.permits.is_empty()) {
             self.give_back(bucket_id, stale);
         }
-        let request = PenalizeRequest {
-            bucket_id: bucket_id.to_owned(),
-            rate_scope_token: rate_scope_token.map(str::to_owned),
-            cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
-            scheduler_schema: self.inner.options.scheduler_schema.clone(),
-            quota: self.state(bucket_id, |s| s.pending_quota.take()),
-        };
-        let response = self.inner.port.penalize(request).await.map_err(|e| Error {
-            message: format!("penalize failed for {bucket_id}: {}", e.message),
-            ..e
-        })?;
+        let response = outcome?;
         let mut buckets = self.inner.buckets.borrow_mut();
         let state = buckets.entry(bucket_id.to_owned()).or_default();
         state.cooldown_until_ms = Some(response.cooldown_until_ms);
@@ -682,6 +687,25 @@ impl GatewayRateState {
             state.effective_rps = Some(rps);
         }
         Ok(())
+    }
+
+    async fn tell_penalize(
+        &self,
+        bucket_id: &str,
+        rate_scope_token: Option<&str>,
+        cooldown_ms: Millis,
+    ) -> Result<PenalizeResponse> {
+        let request = PenalizeRequest {
+            bucket_id: bucket_id.to_owned(),
+            rate_scope_token: rate_scope_token.map(str::to_owned),
+            cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
+            scheduler_schema: self.inner.options.scheduler_schema.clone(),
+            quota: self.state(bucket_id, |s| s.pending_quota.take()),
+        };
+        self.inner.port.penalize(request).await.map_err(|e| Error {
+            message: format!("penalize failed for {bucket_id}: {}", e.message),
+            ..e
+        })
     }
 
     /// A provider call succeeded; the next acquire reports it so the gateway

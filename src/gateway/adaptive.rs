@@ -74,6 +74,11 @@ pub(crate) const MATURITY_US: Micros = 1_000_000;
 /// Time is credited to the curve only within this long of a grant (or two
 /// of the rate's intervals, if longer): an idle bucket gathers no evidence.
 const IDLE_CREDIT_US: Micros = 10_000_000;
+/// A 429 cuts only while 429s are at least this share of the permits
+/// granted lately (both counts decay over [`SHARE_MEMORY_US`]): a provider
+/// that refuses a call now and then at random is not asking for less.
+pub(crate) const NOISE_SHARE: f64 = 0.03;
+pub(crate) const SHARE_MEMORY_US: Micros = 10_000_000;
 /// The rate never falls below this fraction of the ceiling: a provider that
 /// said no once must still be asked again.
 pub(crate) const FLOOR_FRACTION: f64 = 0.01;
@@ -148,6 +153,13 @@ pub(crate) struct AdaptiveRate {
     pub pause: Option<Pause>,
     /// The pause that ended last has not yet earned `RUN_BREAK_US` of trust.
     pub resumed: bool,
+    /// Permits granted and 429s reported lately, decayed to `counted_at`.
+    pub granted: f64,
+    pub refused: f64,
+    pub counted_at: Micros,
+    /// 429s before this are part of the last cut's overload: permits
+    /// granted before it were still being dispatched.
+    pub event_until: Micros,
 }
 
 impl AdaptiveRate {
@@ -161,7 +173,29 @@ impl AdaptiveRate {
             credited_until: 0,
             pause: None,
             resumed: false,
+            granted: 0.0,
+            refused: 0.0,
+            counted_at: 0,
+            event_until: 0,
         }
+    }
+
+    /// Decays the counts of grants and 429s to `now`.
+    fn decay(&mut self, now: Micros) {
+        if now > self.counted_at {
+            let f = (-((now - self.counted_at) as f64) / SHARE_MEMORY_US as f64).exp();
+            self.granted *= f;
+            self.refused *= f;
+            self.counted_at = now;
+        }
+    }
+
+    /// Counts a 429 reported at `now`; whether 429s are now frequent enough
+    /// to be the provider's answer to the rate rather than noise.
+    pub fn refused_at(&mut self, now: Micros) -> bool {
+        self.decay(now);
+        self.refused += 1.0;
+        self.refused >= NOISE_SHARE * self.granted
     }
 
     /// The most the rate may be: the rules' cap, or a lower stated limit.
@@ -212,6 +246,7 @@ impl AdaptiveRate {
 
     /// A permit was granted at `at`: during a pause, it is the probe.
     pub fn on_grant(&mut self, at: Micros) {
+        self.granted += 1.0;
         if let Some(p) = &mut self.pause {
             p.probe_at.get_or_insert(at);
         }
@@ -253,9 +288,11 @@ impl AdaptiveRate {
     }
 
     /// The provider pushed back at the current rate, asking for a cooldown
-    /// until `cooldown_until`.
-    pub fn cut(&mut self, cooldown_until: Micros, cooldown_us: Micros) {
+    /// until `cooldown_until`; permits were granted up to `granted_until`.
+    pub fn cut(&mut self, cooldown_until: Micros, cooldown_us: Micros, granted_until: Micros) {
         let rate = self.rate();
+        self.event_until = granted_until.saturating_add(MATURITY_US);
+        eprintln!("CUT at {} rate {rate:.2} trust {} curve {:?} mem {:?}", (cooldown_until/1000) % 1_000_000, self.trust_us, self.curve, self.memory);
         self.credited_until = self.credited_until.max(cooldown_until);
         if self.trust_us >= RUN_BREAK_US || self.memory.is_none() {
             self.memory = Some(rate);

@@ -27,16 +27,16 @@ fn starts_at_the_cap() {
 #[test]
 fn a_429_that_is_no_probe_cuts_deep() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S);
+    a.cut(S, S, 0);
     assert!(close(a.rate(), 14.0), "{}", a.rate());
-    a.cut(2 * S, S);
+    a.cut(2 * S, S, 0);
     assert!(close(a.rate(), 9.8), "{}", a.rate());
 }
 
 #[test]
 fn time_with_grants_climbs_to_a_plateau_under_the_refused_rate_and_holds() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S);
+    a.cut(S, S, 0);
     let t = run_for(&mut a, S, RECOVERY_S as u64);
     assert!(close(a.rate(), 20.0 * PLATEAU), "{}", a.rate());
     run_for(&mut a, t, 1);
@@ -50,9 +50,9 @@ fn time_with_grants_climbs_to_a_plateau_under_the_refused_rate_and_holds() {
 #[test]
 fn a_low_rate_recovers_as_fast_as_a_high_one() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S);
-    a.cut(2 * S, S);
-    a.cut(3 * S, S);
+    a.cut(S, S, 0);
+    a.cut(2 * S, S, 0);
+    a.cut(3 * S, S, 0);
     let low = a.rate();
     assert!(low < 7.0, "{low}");
     run_for(&mut a, 3 * S, RECOVERY_S as u64);
@@ -62,7 +62,7 @@ fn a_low_rate_recovers_as_fast_as_a_high_one() {
 #[test]
 fn an_idle_bucket_gathers_no_credit() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S);
+    a.cut(S, S, 0);
     a.credit(S + 100 * S, Some(S));
     assert_eq!(
         a.trust_us, IDLE_CREDIT_US,
@@ -73,12 +73,12 @@ fn an_idle_bucket_gathers_no_credit() {
 #[test]
 fn a_failed_probe_cuts_shallow_and_holds_longer() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S);
-    a.cut(2 * S, S);
+    a.cut(S, S, 0);
+    a.cut(2 * S, S, 0);
     let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 + 3);
     let probing = a.rate();
     assert!(probing > 9.8 * PLATEAU, "{probing}");
-    a.cut(t, S);
+    a.cut(t, S, 0);
     assert!(close(a.rate(), probing * PROBE_BETA), "{}", a.rate());
     assert_eq!(a.curve.as_ref().unwrap().k, HOLD_S);
 }
@@ -86,8 +86,8 @@ fn a_failed_probe_cuts_shallow_and_holds_longer() {
 #[test]
 fn past_the_plateau_the_rate_climbs_back_to_the_cap_and_forgets_the_cut() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S);
-    a.cut(2 * S, S);
+    a.cut(S, S, 0);
+    a.cut(2 * S, S, 0);
     run_for(&mut a, 2 * S, 60);
     assert_eq!(a.rate(), 20.0);
     assert!(!a.is_reduced());
@@ -98,14 +98,14 @@ fn the_rate_never_falls_below_the_floor() {
     let mut a = AdaptiveRate::new(10.0);
     let mut t = S;
     while a.pause.is_none() {
-        a.cut(t, S);
+        a.cut(t, S, 0);
         t += S;
     }
     a.on_grant(t);
     a.credit(t + MATURITY_US, Some(t));
     for _ in 0..100 {
         t += S;
-        a.cut(t, S);
+        a.cut(t, S, 0);
     }
     assert!(close(a.rate(), a.floor()), "{}", a.rate());
     assert!(a.rate() > 0.0);
@@ -116,7 +116,7 @@ fn cuts_with_no_success_between_them_down_past_the_pause_share_are_an_outage() {
     let mut a = AdaptiveRate::new(20.0);
     let mut t = S;
     while a.pause.is_none() {
-        a.cut(t, S);
+        a.cut(t, S, 0);
         t += S;
         assert!(t < 10 * S, "never paused");
     }
@@ -137,7 +137,7 @@ fn a_limit_that_truly_fell_is_cut_after_one_resume() {
     let mut a = AdaptiveRate::new(20.0);
     let mut t = S;
     while a.pause.is_none() {
-        a.cut(t, S);
+        a.cut(t, S, 0);
         t += S;
     }
     a.on_grant(t);
@@ -145,7 +145,7 @@ fn a_limit_that_truly_fell_is_cut_after_one_resume() {
     assert!(a.pause.is_none());
     for _ in 0..6 {
         t += S;
-        a.cut(t, S);
+        a.cut(t, S, 0);
     }
     assert!(a.pause.is_none(), "no second pause right after a resume");
     assert!(a.rate() < 3.0, "{}", a.rate());
@@ -154,8 +154,8 @@ fn a_limit_that_truly_fell_is_cut_after_one_resume() {
 #[test]
 fn a_rules_flip_keeps_the_cut_unless_stricter() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S);
-    a.cut(2 * S, S);
+    a.cut(S, S, 0);
+    a.cut(2 * S, S, 0);
     assert!(close(a.rate(), 9.8));
     a.set_cap(40.0);
     assert!(close(a.rate(), 9.8), "{}", a.rate());
@@ -186,7 +186,7 @@ fn a_stated_limit_lowers_the_ceiling_and_a_higher_one_is_ignored() {
     assert!(a.is_reduced());
     a.state_limit(50.0);
     assert_eq!(a.rate(), 20.0, "never above the rules");
-    a.cut(S, S);
+    a.cut(S, S, 0);
     a.state_limit(18.0);
     assert!(
         close(a.rate(), 14.0),

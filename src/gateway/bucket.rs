@@ -159,7 +159,7 @@ impl Bucket {
             None => {
                 let mut a = AdaptiveRate::new(cap);
                 if std::mem::take(&mut self.pending_cut) {
-                    a.cut(self.cooldown_until, 0);
+                    a.cut(self.cooldown_until, 0, self.cooldown_until);
                 }
                 self.adaptive = Some(a);
             }
@@ -353,16 +353,23 @@ impl Bucket {
     pub fn penalize(&mut self, now: Micros, cooldown_us: Micros) {
         let until = now.saturating_add(cooldown_us);
         let fresh = now >= self.cooldown_until;
-        self.cooldown_until = self.cooldown_until.max(until);
-        if let Some(a) = &mut self.adaptive {
-            // Nothing is granted during a cooldown: no time to credit.
-            a.credited_until = a.credited_until.max(self.cooldown_until);
+        let Some(a) = &mut self.adaptive else {
+            self.cooldown_until = self.cooldown_until.max(until);
+            self.pending_cut = true;
+            return;
+        };
+        let signal = a.refused_at(now);
+        if !signal && a.pause.is_none() {
+            return;
         }
-        match &mut self.adaptive {
-            Some(a) if a.pause.is_some() => a.refuse_probe(cooldown_us),
-            Some(a) if fresh => a.cut(self.cooldown_until, cooldown_us),
-            Some(_) => {}
-            None => self.pending_cut = true,
+        self.cooldown_until = self.cooldown_until.max(until);
+        // Nothing is granted during a cooldown: no time to credit.
+        a.credited_until = a.credited_until.max(self.cooldown_until);
+        if a.pause.is_some() {
+            a.refuse_probe(cooldown_us);
+        } else if fresh && signal && now >= a.event_until {
+            let granted_until = self.last_at.unwrap_or(now).max(now);
+            a.cut(self.cooldown_until, cooldown_us, granted_until);
         }
     }
 

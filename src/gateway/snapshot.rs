@@ -211,6 +211,10 @@ fn write_adaptive(w: &mut Writer, a: &AdaptiveRate) {
         }
     }
     w.0.push(u8::from(a.resumed));
+    w.f64(a.granted);
+    w.f64(a.refused);
+    w.uint(a.counted_at);
+    w.uint(a.event_until);
 }
 
 fn read_adaptive(r: &mut Reader) -> Result<AdaptiveRate> {
@@ -237,6 +241,10 @@ fn read_adaptive(r: &mut Reader) -> Result<AdaptiveRate> {
             }),
         },
         resumed: r.byte()? != 0,
+        granted: r.f64()?,
+        refused: r.f64()?,
+        counted_at: r.uint()?,
+        event_until: r.uint()?,
     })
 }
 

@@ -658,24 +658,33 @@ impl GatewayRateState {
         if cooldown_ms == 0 {
             return Ok(());
         }
-        let outcome = self.tell_penalize(bucket_id, rate_scope_token, cooldown_ms).await;
-        let until = outcome.as_ref().map_or(Millis::MAX, |r| r.cooldown_until_ms);
-        let stale = self.inner.buckets.borrow_mut().get_mut(bucket_id).and_then(|s| {
-            let block = s.block.as_mut()?;
-            let keep = block.permits.partition_point(|(at, _)| *at < until);
-            let inside: VecDeque<_> = block.permits.drain(..keep).collect();
-            let (rules, token) = (block.rules.clone(), block.token.clone());
-            if block.permits.is_empty() {
-                s.block = None;
-            }
-            Some(Block {
-                permits: inside,
-                expires_at: 0,
-                rules_key: String::new(),
-                rules,
-                token,
-            })
-        });
+        let outcome = self
+            .tell_penalize(bucket_id, rate_scope_token, cooldown_ms)
+            .await;
+        let until = outcome
+            .as_ref()
+            .map_or(Millis::MAX, |r| r.cooldown_until_ms);
+        let stale = self
+            .inner
+            .buckets
+            .borrow_mut()
+            .get_mut(bucket_id)
+            .and_then(|s| {
+                let block = s.block.as_mut()?;
+                let keep = block.permits.partition_point(|(at, _)| *at < until);
+                let inside: VecDeque<_> = block.permits.drain(..keep).collect();
+                let (rules, token) = (block.rules.clone(), block.token.clone());
+                if block.permits.is_empty() {
+                    s.block = None;
+                }
+                Some(Block {
+                    permits: inside,
+                    expires_at: 0,
+                    rules_key: String::new(),
+                    rules,
+                    token,
+                })
+            });
         if let Some(stale) = stale.filter(|b| !b.permits.is_empty()) {
             self.give_back(bucket_id, stale);
         }
@@ -749,9 +758,9 @@ impl GatewayRateState {
                 s.quota_sent_at = Some(now);
                 s.stated_limit = limit.or(s.stated_limit);
             }
-            let shift = |t: Millis| (t as i64).saturating_add(s.skew_ms).max(0) as Millis;
-            report.observed_at_ms = shift(report.observed_at_ms);
-            report.reset_at_ms = report.reset_at_ms.map(shift);
+            let skew = s.skew_ms;
+            report.observed_at_ms = server_time(report.observed_at_ms, skew);
+            report.reset_at_ms = report.reset_at_ms.map(|t| server_time(t, skew));
             match &s.pending_quota {
                 Some(old) if old.observed_at_ms > report.observed_at_ms => {}
                 old => {
@@ -823,6 +832,10 @@ impl crate::time::Clock for RuntimeClock {
     fn now_ms(&self) -> Millis {
         self.0.now_ms()
     }
+}
+
+fn server_time(local_ms: Millis, skew_ms: i64) -> Millis {
+    (local_ms as i64).saturating_add(skew_ms).max(0) as Millis
 }
 
 fn local_time(server_ms: Millis, skew_ms: i64) -> Millis {

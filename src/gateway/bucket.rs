@@ -359,17 +359,23 @@ impl Bucket {
             return;
         };
         let signal = a.refused_at(now);
-        if !signal && a.pause.is_none() {
-            return;
-        }
-        self.cooldown_until = self.cooldown_until.max(until);
-        // Nothing is granted during a cooldown: no time to credit.
-        a.credited_until = a.credited_until.max(self.cooldown_until);
-        if a.pause.is_some() {
+        let pause_fleet = if a.pause.is_some() {
             a.refuse_probe(cooldown_us);
-        } else if fresh && signal && now >= a.event_until {
+            true
+        } else if !signal {
+            false
+        } else if !fresh {
+            true
+        } else if now >= a.event_until {
             let granted_until = self.last_at.unwrap_or(now).max(now);
-            a.cut(self.cooldown_until, cooldown_us, granted_until);
+            a.cut(now, cooldown_us, granted_until)
+        } else {
+            false
+        };
+        if pause_fleet {
+            self.cooldown_until = self.cooldown_until.max(until);
+            // Nothing is granted during a cooldown: no time to credit.
+            a.credited_until = a.credited_until.max(self.cooldown_until);
         }
     }
 

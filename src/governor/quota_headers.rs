@@ -65,7 +65,7 @@ impl QuotaHeaders {
         if let Some(value) = &self.ratelimit {
             structured(&mut report, value, self.ratelimit_policy.as_deref(), now_ms);
         } else if let Some(policy) = &self.ratelimit_policy {
-            if let Some((_, q, w)) = policies(policy).min_by(|a, b| by_rate(a, b)) {
+            if let Some((_, q, w)) = policies(policy).min_by(by_rate) {
                 report.limit = Some(q);
                 report.window_ms = w;
             }
@@ -136,7 +136,7 @@ fn structured(report: &mut QuotaReport, value: &str, policy: Option<&str>, now_m
     report.reset_at_ms = reset.map(|ms| now_ms.saturating_add(ms));
     if let Some(policy) = policy {
         let named = policies(policy).find(|(n, _, _)| *n == name);
-        if let Some((_, q, w)) = named.or_else(|| policies(policy).min_by(|a, b| by_rate(a, b))) {
+        if let Some((_, q, w)) = named.or_else(|| policies(policy).min_by(by_rate)) {
             report.limit = Some(q);
             report.window_ms = w;
         }

@@ -10,13 +10,14 @@ use wasm_bindgen_futures::JsFuture;
 
 use super::error::foreign;
 use super::js::{from_js, promise, to_js};
+use super::pacer::header_of;
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use crate::client::{LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::governor::{
     Adapter, BudgetKind, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
-    PolicyOverrides, ProviderResponse, RateScope, RunScope, ToolLease, ToolPacing,
+    PolicyOverrides, ProviderResponse, QuotaHeaders, RateScope, RunScope, ToolLease, ToolPacing,
 };
 use crate::protocol::DeclaredPacing;
 
@@ -428,18 +429,12 @@ impl JsGovernor {
                         let answer = JsFuture::from(Promise::resolve(&returned)).await?;
                         let status = field(&answer, "status").as_f64().unwrap_or(0.0) as u16;
                         let headers = field(&answer, "headers");
-                        let retry_after = Reflect::get(&headers, &"get".into())
-                            .ok()
-                            .filter(JsValue::is_function)
-                            .and_then(|get| {
-                                get.unchecked_into::<Function>()
-                                    .call1(&headers, &"retry-after".into())
-                                    .ok()
-                            })
-                            .and_then(|v| v.as_string());
                         Ok(ProviderResponse {
                             status,
-                            retry_after,
+                            retry_after: header_of(&headers, "retry-after"),
+                            quota_headers: QuotaHeaders::from_lookup(|name| {
+                                header_of(&headers, name)
+                            }),
                             body: answer,
                         })
                     }

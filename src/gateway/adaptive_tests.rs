@@ -36,8 +36,8 @@ fn a_429_that_is_no_probe_cuts_deep() {
 #[test]
 fn time_with_grants_climbs_to_a_plateau_under_the_refused_rate_and_holds() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S, 0);
-    let t = run_for(&mut a, S, RECOVERY_S as u64);
+    assert!(a.cut(S, S, 0), "a deep cut sits out the cooldown");
+    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64);
     assert!(close(a.rate(), 20.0 * PLATEAU), "{}", a.rate());
     run_for(&mut a, t, 1);
     assert!(
@@ -55,15 +55,20 @@ fn a_low_rate_recovers_as_fast_as_a_high_one() {
     a.cut(3 * S, S, 0);
     let low = a.rate();
     assert!(low < 7.0, "{low}");
-    run_for(&mut a, 3 * S, RECOVERY_S as u64);
-    assert!(close(a.rate(), low / BETA * PLATEAU), "{}", a.rate());
+    run_for(&mut a, 4 * S, RECOVERY_S as u64);
+    let refused = low / BETA;
+    assert!(
+        close(a.rate(), refused * (1.0 + BETA) / 2.0),
+        "at the lowered plateau after the same {RECOVERY_S} s: {}",
+        a.rate()
+    );
 }
 
 #[test]
 fn an_idle_bucket_gathers_no_credit() {
     let mut a = AdaptiveRate::new(20.0);
     a.cut(S, S, 0);
-    a.credit(S + 100 * S, Some(S));
+    a.credit(102 * S, Some(2 * S));
     assert_eq!(
         a.trust_us, IDLE_CREDIT_US,
         "only the stretch after the last grant"
@@ -71,16 +76,48 @@ fn an_idle_bucket_gathers_no_credit() {
 }
 
 #[test]
-fn a_failed_probe_cuts_shallow_and_holds_longer() {
+fn a_failed_probe_returns_to_the_plateau_holds_and_does_not_stop_the_fleet() {
     let mut a = AdaptiveRate::new(20.0);
     a.cut(S, S, 0);
-    a.cut(2 * S, S, 0);
-    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 + 3);
+    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 + 1);
     let probing = a.rate();
-    assert!(probing > 9.8 * PLATEAU, "{probing}");
-    a.cut(t, S, 0);
-    assert!(close(a.rate(), probing * PROBE_BETA), "{}", a.rate());
+    let plateau = 20.0 * PLATEAU;
+    assert!(probing > plateau, "{probing}");
+    assert!(
+        a.refused_at(t),
+        "a 429 while probing needs no corroboration"
+    );
+    assert!(!a.cut(t, S, 0));
+    assert!(
+        close(a.rate(), (probing * PROBE_BETA).min(plateau)),
+        "{}",
+        a.rate()
+    );
     assert_eq!(a.curve.as_ref().unwrap().k, HOLD_S);
+}
+
+#[test]
+fn a_429_while_holding_steps_down_a_little_without_stopping_the_fleet() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0);
+    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 - 1);
+    let holding = a.rate();
+    assert!(holding >= 0.95 * 20.0 * PLATEAU, "{holding}");
+    assert!(!a.cut(t, S, 0));
+    assert!(close(a.rate(), holding * DRIFT_BETA), "{}", a.rate());
+}
+
+#[test]
+fn a_rare_429_among_many_grants_is_noise() {
+    let mut a = AdaptiveRate::new(20.0);
+    for i in 0..200 {
+        a.on_grant(i * S / 20);
+    }
+    assert!(!a.refused_at(10 * S), "1 in 200");
+    for _ in 0..8 {
+        a.refused_at(10 * S);
+    }
+    assert!(a.refused_at(10 * S), "10 in 200 is the provider's answer");
 }
 
 #[test]
@@ -88,7 +125,7 @@ fn past_the_plateau_the_rate_climbs_back_to_the_cap_and_forgets_the_cut() {
     let mut a = AdaptiveRate::new(20.0);
     a.cut(S, S, 0);
     a.cut(2 * S, S, 0);
-    run_for(&mut a, 2 * S, 60);
+    run_for(&mut a, 3 * S, 60);
     assert_eq!(a.rate(), 20.0);
     assert!(!a.is_reduced());
 }

@@ -89,11 +89,11 @@ impl Governor {
     /// provider took the request at that rate) and is returned as is. Any
     /// answer's quota headers go to the bucket the permit came from. A 429
     /// reports its `Retry-After` (or, without one, the reset of a spent
-    /// quota) to that bucket, even on the last attempt, and is retried; a 5xx or a transport error is
-    /// retried only for a `retry_safe` call. Each retry spends one unit of
-    /// the retry budget and takes a fresh permit, which after a 429 the
-    /// pacer schedules past the cooldown (an unpaced tool sleeps it out
-    /// instead). When the attempts run out, the last answer is returned.
+    /// quota) to that bucket, even on the last attempt, and is retried once
+    /// that cooldown has passed; a 5xx or a transport error is retried only
+    /// for a `retry_safe` call. Each retry spends one unit of the retry
+    /// budget and takes a fresh permit. When the attempts run out, the last
+    /// answer is returned.
     pub async fn call_tool<B, E, F, Fut>(
         &self,
         tool_id: &str,
@@ -146,13 +146,10 @@ impl Governor {
                     if last {
                         return Ok(response);
                     }
-                    // A paced tool's next permit already falls after the
-                    // cooldown; nothing else would keep an unpaced one out.
-                    if lease.rate_scope().is_some() {
-                        0
-                    } else {
-                        cooldown
-                    }
+                    // The refused call waits out its own Retry-After: the
+                    // gateway holds the whole bucket past it only when the
+                    // provider is overloaded, not for a failed probe.
+                    cooldown
                 }
                 Ok(response) if response.status >= 500 && options.retry_safe && !last => {
                     backoff_ms(attempt)

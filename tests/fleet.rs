@@ -4,9 +4,17 @@
 
 use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
-    concurrency_with_deaths, gateway_outage, hidden_limit, saturated, time_to_reach, DEATHS_AT_MS,
-    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS,
+    accepted_rps, concurrency_with_deaths, drifting_limit, drifting_limit_at, fixed_window_quota,
+    gateway_outage, hidden_limit, noisy_provider, provider_outage, saturated, time_to_reach,
+    DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS,
 };
+
+/// The targets for a limit hidden at 40% of the rule (after the
+/// first 5 s) and for one drifting as a sine between 30% and 100%.
+const HIDDEN_429_SHARE: f64 = 0.02;
+const HIDDEN_UTILIZATION: f64 = 0.95;
+const DRIFT_429_SHARE: f64 = 0.03;
+const DRIFT_UTILIZATION: f64 = 0.90;
 
 #[test]
 fn a_saturated_fleet_never_exceeds_the_limit_and_uses_all_of_it() {
@@ -64,21 +72,25 @@ fn dead_isolates_leases_never_let_more_than_max_concurrency_through_and_expire()
 
 #[test]
 fn under_a_hidden_limit_429s_stay_rare_and_throughput_stays_near_it_then_recovers() {
-    let r = run_fleet(&hidden_limit(FLEET_HORIZON_MS));
-    let share = r.rejection_share(10_000, LIMIT_RISES_AT_MS);
-    assert!(share < 0.02, "429 share after 10 s: {share}");
-    let throughput = r.accepted_between(10_000, LIMIT_RISES_AT_MS) as f64
-        / ((LIMIT_RISES_AT_MS - 10_000) as f64 / 1_000.0);
-    assert!(
-        throughput >= 0.9 * 8.0,
-        "throughput {throughput} of a true 8/s"
-    );
-    let recovered = time_to_reach(&r, LIMIT_RISES_AT_MS, 0.95 * 20.0);
-    assert!(
-        recovered.is_some_and(|ms| ms <= 30_000),
-        "recovered after {recovered:?} ms"
-    );
-    assert_eq!(r.windows_over(20, 1_000), 0);
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let r = run_fleet(&hidden_limit(horizon));
+        let share = r.rejection_share(5_000, LIMIT_RISES_AT_MS);
+        assert!(
+            share < HIDDEN_429_SHARE,
+            "horizon {horizon}: 429 share after 5 s: {share}"
+        );
+        let throughput = accepted_rps(&r, 5_000, LIMIT_RISES_AT_MS);
+        assert!(
+            throughput >= HIDDEN_UTILIZATION * 8.0,
+            "horizon {horizon}: throughput {throughput} of a true 8/s"
+        );
+        let recovered = time_to_reach(&r, LIMIT_RISES_AT_MS, 0.95 * 20.0);
+        assert!(
+            recovered.is_some_and(|ms| ms <= 15_000),
+            "horizon {horizon}: recovered after {recovered:?} ms"
+        );
+        assert_eq!(r.windows_over(20, 1_000), 0);
+    }
 }
 
 #[test]
@@ -98,4 +110,75 @@ fn a_gateway_outage_stops_dispatch_surfaces_unavailable_and_loses_no_budget_coun
         "every unit the gateway counted is used once or still held"
     );
     assert_eq!(r.windows_over(20, 1_000), 0);
+}
+
+#[test]
+fn a_provider_outage_is_a_pause_probed_once_per_cooldown_and_service_resumes_at_the_rule() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let r = run_fleet(&provider_outage(horizon));
+        let (from, to) = PROVIDER_OUTAGE_MS;
+        let during = r.dispatches_between(from, to) as f64 * 1_000.0 / (to - from) as f64;
+        assert!(
+            during <= 3.0,
+            "horizon {horizon}: {during} calls/s during the outage"
+        );
+        let back = time_to_reach(&r, to, 0.95 * 20.0);
+        assert!(
+            back.is_some_and(|ms| ms <= 10_000),
+            "horizon {horizon}: back to 95% of the rule after {back:?} ms"
+        );
+        assert_eq!(r.windows_over(20, 1_000), 0);
+    }
+}
+
+#[test]
+fn a_fixed_window_provider_s_remaining_and_reset_headers_prevent_every_429() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let r = run_fleet(&fixed_window_quota(horizon));
+        assert!(
+            r.rejections.is_empty(),
+            "horizon {horizon}: {} 429s",
+            r.rejections.len()
+        );
+        let utilization = accepted_rps(&r, 0, 120_000) / 20.0;
+        assert!(
+            utilization >= 0.97,
+            "horizon {horizon}: utilization {utilization} of the provider's 20/s"
+        );
+    }
+}
+
+#[test]
+fn a_drifting_limit_is_tracked_with_few_429s() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let config = drifting_limit(horizon);
+        let r = run_fleet(&config);
+        let share = r.rejection_share(0, config.duration_ms);
+        assert!(
+            share < DRIFT_429_SHARE,
+            "horizon {horizon}: 429 share {share}"
+        );
+        let allowed: u64 = (0..config.duration_ms)
+            .step_by(1_000)
+            .map(drifting_limit_at)
+            .sum();
+        let used = r.accepted_between(0, config.duration_ms) as f64 / allowed as f64;
+        assert!(
+            used >= DRIFT_UTILIZATION,
+            "horizon {horizon}: {used} of the true limit"
+        );
+    }
+}
+
+#[test]
+fn random_429s_well_under_the_limit_do_not_cut_the_rate() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let r = run_fleet(&noisy_provider(horizon));
+        assert!(!r.rejections.is_empty(), "the provider refused some calls");
+        let utilization = accepted_rps(&r, 10_000, 110_000) / 20.0;
+        assert!(
+            utilization >= 0.95,
+            "horizon {horizon}: utilization {utilization} of the rule"
+        );
+    }
 }

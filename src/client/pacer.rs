@@ -664,15 +664,38 @@ impl GatewayRateState {
         let until = outcome
             .as_ref()
             .map_or(Millis::MAX, |r| r.cooldown_until_ms);
+        let cut_to = outcome
+            .as_ref()
+            .ok()
+            .and_then(|r| r.effective_requests_per_second);
         let stale = self
             .inner
             .buckets
             .borrow_mut()
             .get_mut(bucket_id)
             .and_then(|s| {
+                let previous = s.effective_rps;
                 let block = s.block.as_mut()?;
                 let keep = block.permits.partition_point(|(at, _)| *at < until);
-                let inside: VecDeque<_> = block.permits.drain(..keep).collect();
+                let mut inside: VecDeque<_> = block.permits.drain(..keep).collect();
+                // A cut also thins the permits already held to the new
+                // rate: they were granted at the rate the provider refused.
+                if let (Some(rps), Some(previous)) = (cut_to, previous) {
+                    if rps < previous {
+                        let spacing = (1_000.0 / rps) as Millis;
+                        let mut last: Option<Millis> = None;
+                        let mut kept = VecDeque::with_capacity(block.permits.len());
+                        for permit in block.permits.drain(..) {
+                            if last.is_none_or(|l| permit.0 >= l.saturating_add(spacing)) {
+                                last = Some(permit.0);
+                                kept.push_back(permit);
+                            } else {
+                                inside.push_back(permit);
+                            }
+                        }
+                        block.permits = kept;
+                    }
+                }
                 let (rules, token) = (block.rules.clone(), block.token.clone());
                 if block.permits.is_empty() {
                     s.block = None;

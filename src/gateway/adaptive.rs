@@ -218,7 +218,10 @@ impl AdaptiveRate {
     /// Decays the counts of grants and 429s to `now`.
     fn decay(&mut self, now: Micros) {
         if now > self.counted_at {
-            let f = (-((now - self.counted_at) as f64) / SHARE_MEMORY_US as f64).exp();
+            // e^-x to within 2% for the x that matter (Taylor's cubic in
+            // the denominator), without libm's `exp` in the wasm.
+            let x = (now - self.counted_at) as f64 / SHARE_MEMORY_US as f64;
+            let f = 1.0 / (1.0 + x * (1.0 + x * (0.5 + x / 6.0)));
             self.granted *= f;
             self.refused *= f;
             self.counted_at = now;

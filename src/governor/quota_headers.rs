@@ -62,30 +62,65 @@ impl QuotaHeaders {
             remaining: None,
             reset_at_ms: None,
         };
+        let at = |ms: Option<Millis>| ms.map(|ms| now_ms.saturating_add(ms));
+        let policy = self.ratelimit_policy.as_deref().unwrap_or("");
+        let mut binding = None;
         if let Some(value) = &self.ratelimit {
-            structured(&mut report, value, self.ratelimit_policy.as_deref(), now_ms);
-        } else if let Some(policy) = &self.ratelimit_policy {
-            if let Some((_, q, w)) = policies(policy).min_by(by_rate) {
+            if value.contains("remaining=") {
+                // The draft's older dictionary: `limit=L, remaining=R, reset=T`.
+                for m in members(value) {
+                    match m.trim().split_once('=') {
+                        Some(("limit", v)) => report.limit = count(v),
+                        Some(("remaining", v)) => report.remaining = count(v),
+                        Some(("reset", v)) => report.reset_at_ms = at(delay_seconds(v)),
+                        _ => {}
+                    }
+                }
+            } else {
+                // `"name";r=R;t=T, ...`: the item with the fewest left binds.
+                let mut fewest = None;
+                for m in members(value) {
+                    if let Some(r) = param(m, "r").and_then(count) {
+                        if fewest.is_none_or(|(_, least)| r < least) {
+                            fewest = Some((m, r));
+                        }
+                    }
+                }
+                if let Some((m, r)) = fewest {
+                    report.remaining = Some(r);
+                    report.reset_at_ms = at(param(m, "t").and_then(delay_seconds));
+                    binding = Some(name(m));
+                }
+            }
+        }
+        if report.limit.is_none() {
+            let named = binding.and_then(|b| members(policy).find(|&m| name(m) == b));
+            let quota = match named {
+                Some(m) => quota_policy(m),
+                None => strictest(policy),
+            };
+            let quota = quota.or_else(|| {
+                let v = self
+                    .ratelimit_limit
+                    .as_ref()
+                    .or(self.x_ratelimit_limit.as_ref())?;
+                quota_policy(members(v).next()?)
+            });
+            if let Some((q, w)) = quota {
                 report.limit = Some(q);
                 report.window_ms = w;
             }
         }
-        let first = |a: &Option<String>, b: &Option<String>| a.clone().or_else(|| b.clone());
-        if report.limit.is_none() {
-            if let Some(v) = first(&self.ratelimit_limit, &self.x_ratelimit_limit) {
-                if let Some((_, q, w)) = policies(&v).next() {
-                    report.limit = Some(q);
-                    report.window_ms = w;
-                }
-            }
-        }
         if report.remaining.is_none() {
-            report.remaining = first(&self.ratelimit_remaining, &self.x_ratelimit_remaining)
-                .and_then(|v| count(v.split(',').next().unwrap_or("")));
+            let v = self
+                .ratelimit_remaining
+                .as_ref()
+                .or(self.x_ratelimit_remaining.as_ref());
+            report.remaining = v.and_then(|v| count(members(v).next()?));
         }
         if report.reset_at_ms.is_none() {
             report.reset_at_ms = match (&self.ratelimit_reset, &self.x_ratelimit_reset) {
-                (Some(v), _) => delay_seconds(v).map(|ms| now_ms.saturating_add(ms)),
+                (Some(v), _) => at(delay_seconds(v)),
                 (None, Some(v)) => x_reset_at(v, now_ms),
                 (None, None) => None,
             };
@@ -95,125 +130,81 @@ impl QuotaHeaders {
     }
 }
 
-/// `RateLimit: "name";r=R;t=T, ...` with its policies: the most binding
-/// item (fewest remaining), and the limit of the policy of the same name
-/// (or the strictest one). The draft's older dictionary form
-/// `limit=L, remaining=R, reset=T` is read too.
-fn structured(report: &mut QuotaReport, value: &str, policy: Option<&str>, now_ms: Millis) {
-    let members = split_list(value);
-    if members
-        .iter()
-        .any(|m| m.trim_start().starts_with("remaining="))
-    {
-        for m in &members {
-            match m.trim().split_once('=') {
-                Some(("limit", v)) => report.limit = count(v),
-                Some(("remaining", v)) => report.remaining = count(v),
-                Some(("reset", v)) => {
-                    report.reset_at_ms = delay_seconds(v).map(|ms| now_ms.saturating_add(ms))
-                }
-                _ => {}
-            }
+/// The members of a list, split at commas outside quoted strings.
+fn members(value: &str) -> impl Iterator<Item = &str> {
+    let mut quoted = false;
+    value.split(move |c| {
+        if c == '"' {
+            quoted = !quoted;
         }
-        return;
-    }
-    let items = members.iter().filter_map(|m| {
-        let (name, params) = item(m)?;
-        let remaining = params
-            .iter()
-            .find(|(k, _)| *k == "r")
-            .and_then(|(_, v)| count(v));
-        let reset = params
-            .iter()
-            .find(|(k, _)| *k == "t")
-            .and_then(|(_, v)| delay_seconds(v));
-        Some((name, remaining?, reset))
-    });
-    let Some((name, remaining, reset)) = items.min_by_key(|(_, r, _)| *r) else {
-        return;
-    };
-    report.remaining = Some(remaining);
-    report.reset_at_ms = reset.map(|ms| now_ms.saturating_add(ms));
-    if let Some(policy) = policy {
-        let named = policies(policy).find(|(n, _, _)| *n == name);
-        if let Some((_, q, w)) = named.or_else(|| policies(policy).min_by(by_rate)) {
-            report.limit = Some(q);
-            report.window_ms = w;
-        }
-    }
-}
-
-/// Quota policies: `"name";q=Q;w=W` (the current draft), `Q;w=W` or a bare
-/// `Q` (the older forms), as `(name, quota, window in ms)`.
-fn policies(value: &str) -> impl Iterator<Item = (&str, u64, Option<Millis>)> {
-    split_list(value).into_iter().filter_map(|m| {
-        let (head, params) = item(m)?;
-        let param = |key: &str| params.iter().find(|(k, _)| *k == key).map(|(_, v)| *v);
-        let (name, quota) = match count(head) {
-            Some(q) => ("", q),
-            None => (head, count(param("q")?)?),
-        };
-        let window = match param("w") {
-            Some(w) => Some(
-                count(w)?
-                    .checked_mul(1_000)
-                    .filter(|&ms| (1..=limits::MAX_WINDOW_MS).contains(&ms))?,
-            ),
-            None => None,
-        };
-        Some((name, quota.min(limits::MAX_REQUESTS_PER_WINDOW), window))
+        c == ',' && !quoted
     })
 }
 
-/// Orders policies by the rate they allow, a policy without a window last.
-fn by_rate(a: &(&str, u64, Option<Millis>), b: &(&str, u64, Option<Millis>)) -> std::cmp::Ordering {
-    let rate = |p: &(&str, u64, Option<Millis>)| p.2.map(|w| p.1 as f64 / w as f64);
-    match (rate(a), rate(b)) {
-        (Some(x), Some(y)) => x.total_cmp(&y),
-        (Some(_), None) => std::cmp::Ordering::Less,
-        (None, Some(_)) => std::cmp::Ordering::Greater,
-        (None, None) => std::cmp::Ordering::Equal,
-    }
-}
-
-/// A structured-field item: its bare name (quotes removed) and parameters.
-fn item(member: &str) -> Option<(&str, Vec<(&str, &str)>)> {
-    let mut parts = member.split(';').map(str::trim);
-    let head = parts.next()?;
-    let name = head
-        .strip_prefix('"')
+/// A member's bare item: its name, quotes removed.
+fn name(member: &str) -> &str {
+    let head = member.split(';').next().unwrap_or("").trim();
+    head.strip_prefix('"')
         .and_then(|h| h.strip_suffix('"'))
-        .unwrap_or(head);
-    let params = parts.filter_map(|p| p.split_once('=')).collect();
-    Some((name, params))
+        .unwrap_or(head)
 }
 
-/// Splits a list at commas outside quoted strings.
-fn split_list(value: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut start, mut quoted) = (0, false);
-    for (i, b) in value.bytes().enumerate() {
-        match b {
-            b'"' => quoted = !quoted,
-            b',' if !quoted => {
-                out.push(&value[start..i]);
-                start = i + 1;
+/// A member's parameter `key=value`.
+fn param<'a>(member: &'a str, key: &str) -> Option<&'a str> {
+    member
+        .split(';')
+        .skip(1)
+        .find_map(|p| p.trim().strip_prefix(key)?.strip_prefix('='))
+}
+
+/// A quota policy: `"name";q=Q;w=W` (the current draft), `Q;w=W` or a bare
+/// `Q` (the older forms), as a quota and its window in ms.
+fn quota_policy(member: &str) -> Option<(u64, Option<Millis>)> {
+    let quota = match count(name(member)) {
+        Some(q) => q,
+        None => count(param(member, "q")?)?,
+    };
+    let window = match param(member, "w") {
+        Some(w) => Some(
+            count(w)?
+                .checked_mul(1_000)
+                .filter(|&ms| (1..=limits::MAX_WINDOW_MS).contains(&ms))?,
+        ),
+        None => None,
+    };
+    Some((quota, window))
+}
+
+/// The policy that allows the lowest rate; one without a window only if
+/// none has one.
+fn strictest(value: &str) -> Option<(u64, Option<Millis>)> {
+    members(value)
+        .filter_map(quota_policy)
+        .reduce(|a, b| match (a.1, b.1) {
+            // q_a / w_a <= q_b / w_b without dividing.
+            (Some(wa), Some(wb))
+                if u128::from(a.0) * u128::from(wb) <= u128::from(b.0) * u128::from(wa) =>
+            {
+                a
             }
-            _ => {}
-        }
-    }
-    out.push(&value[start..]);
-    out
+            (Some(_), None) => a,
+            (None, None) => a,
+            _ => b,
+        })
 }
 
 /// A count of requests: plain ASCII digits, at most the protocol's bound.
 fn count(value: &str) -> Option<u64> {
     let v = value.trim();
-    if v.is_empty() || v.len() > 12 || !v.bytes().all(|b| b.is_ascii_digit()) {
+    if v.is_empty() {
         return None;
     }
-    v.parse::<u64>()
-        .ok()
+    v.bytes()
+        .try_fold(0u64, |n, b| {
+            b.is_ascii_digit()
+                .then(|| n.checked_mul(10)?.checked_add(u64::from(b - b'0')))
+                .flatten()
+        })
         .filter(|&n| n <= limits::MAX_REQUESTS_PER_WINDOW)
 }
 
@@ -222,21 +213,25 @@ fn count(value: &str) -> Option<u64> {
 fn delay_seconds(value: &str) -> Option<Millis> {
     let v = value.trim();
     let (whole, fraction) = v.split_once('.').unwrap_or((v, ""));
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || whole.len() > 12 || !digits(whole) || !digits(fraction) {
+    if whole.is_empty() || whole.len() > 12 {
         return None;
     }
-    let mut ms = whole.parse::<u64>().ok()?.checked_mul(1_000)?;
-    let frac: Vec<u64> = fraction.bytes().map(|b| u64::from(b - b'0')).collect();
-    ms += frac
-        .iter()
-        .take(3)
-        .zip([100, 10, 1])
-        .map(|(d, s)| d * s)
-        .sum::<u64>();
-    if frac.iter().skip(3).any(|&d| d > 0) {
-        ms += 1;
+    let mut ms: Millis = 0;
+    for b in whole.bytes() {
+        ms = ms * 10 + u64::from(b.is_ascii_digit().then_some(b - b'0')?);
     }
+    ms *= 1_000;
+    let (mut scale, mut beyond) = (100, false);
+    for b in fraction.bytes() {
+        let d = u64::from(b.is_ascii_digit().then_some(b - b'0')?);
+        if scale > 0 {
+            ms += d * scale;
+            scale /= 10;
+        } else {
+            beyond |= d > 0;
+        }
+    }
+    ms += u64::from(beyond);
     (ms <= MAX_RESET_MS).then_some(ms)
 }
 
@@ -246,7 +241,7 @@ fn x_reset_at(value: &str, now_ms: Millis) -> Option<Millis> {
     let v = value.trim();
     let at = match delay_seconds(v) {
         Some(ms) => now_ms.saturating_add(ms),
-        None => match count_seconds(v) {
+        None => match epoch_seconds(v) {
             Some(secs) if secs >= EPOCH_SECONDS_FROM => secs.checked_mul(1_000)?,
             _ => imf_fixdate_ms(v)?,
         },
@@ -255,12 +250,14 @@ fn x_reset_at(value: &str, now_ms: Millis) -> Option<Millis> {
 }
 
 /// Whole seconds of a Unix time (a fraction, if any, dropped).
-fn count_seconds(value: &str) -> Option<u64> {
+fn epoch_seconds(value: &str) -> Option<u64> {
     let whole = value.split_once('.').map_or(value, |(w, _)| w);
-    if whole.is_empty() || whole.len() > 12 || !whole.bytes().all(|b| b.is_ascii_digit()) {
+    if whole.len() > 12 {
         return None;
     }
-    whole.parse().ok()
+    whole.bytes().try_fold(0u64, |n, b| {
+        b.is_ascii_digit().then(|| n * 10 + u64::from(b - b'0'))
+    })
 }
 
 #[cfg(test)]

@@ -816,11 +816,16 @@ impl GatewayRateState {
             quota,
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
         };
+        let quota = request.quota.clone();
         let outcome = self.inner.port.observe(request).await;
         self.state(&bucket_id, |s| {
             s.quota_in_flight = false;
-            if let Ok(rps) = &outcome {
-                s.effective_rps = rps.effective_requests_per_second.or(s.effective_rps);
+            match &outcome {
+                Ok(rps) => s.effective_rps = rps.effective_requests_per_second.or(s.effective_rps),
+                // Not lost: it rides on the next acquire unless a newer
+                // report took its place.
+                Err(_) if s.pending_quota.is_none() => s.pending_quota = Some(quota),
+                Err(_) => {}
             }
         });
         // A port or gateway without the endpoint refuses it as bad input.

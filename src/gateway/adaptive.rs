@@ -19,10 +19,12 @@
 //! back.
 //!
 //! A 429 is read by where the rate stood:
-//! - above the plateau (probing): the limit is where it was. Back to the
-//!   lower of the plateau and `PROBE_BETA` of the refused rate, hold for
-//!   `HOLD_S`, and the fleet does not stop: the cut is the answer, and only
-//!   the refused call waits out its `Retry-After`.
+//! - above the plateau (probing): the limit lies between the plateau and
+//!   the rate refused. The 429 answers a permit granted a lead earlier
+//!   (grants run ahead of dispatch), so the rate goes to `PROBE_BETA` of
+//!   the curve's rate then, at least the plateau and at most `PROBE_BETA`
+//!   of the rate now, and holds for `HOLD_S`. The fleet does not stop: the
+//!   cut is the answer, and only the refused call waits its `Retry-After`.
 //! - holding near the plateau: the limit drifted down. Step down to
 //!   `DRIFT_BETA`, climb back to `DRIFT_PLATEAU` of the refused rate over
 //!   `RECOVERY_S`, again without stopping the fleet.
@@ -158,7 +160,12 @@ impl Curve {
     }
 
     fn rate(&self, cap: f64) -> f64 {
-        let s = self.elapsed_us as f64 / 1e6 - self.k;
+        self.rate_at(self.elapsed_us, cap)
+    }
+
+    /// The curve's rate after `elapsed_us` of credited time.
+    fn rate_at(&self, elapsed_us: Micros, cap: f64) -> f64 {
+        let s = elapsed_us as f64 / 1e6 - self.k;
         let c = if s < 0.0 { self.c } else { PROBE_SCALE * cap };
         self.w_max + c * s * s * s
     }
@@ -365,7 +372,17 @@ impl AdaptiveRate {
         let (start, plateau, k) = if near_plateau {
             // The limit lies between the plateau held before the probe and
             // the rate refused: back to the lower of the two, and hold.
-            let start = (rate * PROBE_BETA).min(w_max);
+            // The 429 answers permits granted a lead earlier (the time
+            // grants run ahead, plus a call): the probe's rate then
+            // is what the provider refused, and more than the plateau when
+            // the limit rose while the rate held.
+            let lead = granted_until
+                .saturating_sub(now)
+                .saturating_add(MATURITY_US / 2);
+            let then = self.curve.as_ref().map_or(rate, |c| {
+                c.rate_at(c.elapsed_us.saturating_sub(lead), self.cap)
+            });
+            let start = (then * PROBE_BETA).max(w_max).min(rate * PROBE_BETA);
             self.curve = Some(Curve::from(start, start, HOLD_S));
             self.credited_until = self.credited_until.max(now);
             return false;

@@ -97,6 +97,27 @@ fn a_failed_probe_returns_to_the_plateau_holds_and_does_not_stop_the_fleet() {
 }
 
 #[test]
+fn a_probe_refused_far_above_its_plateau_settles_near_the_rate_the_429_answers() {
+    let mut a = AdaptiveRate::new(20.0);
+    for i in 0..3 {
+        a.cut(S + i * 1_100_000, S, 0);
+    }
+    let plateau = a.curve.as_ref().unwrap().w_max;
+    let t = run_for(&mut a, 5 * S, RECOVERY_S as u64 + 4);
+    let probing = a.rate();
+    assert!(probing > plateau + 4.0, "{probing} over {plateau}");
+    // Grants run a second ahead: the 429 answers the rate of 1.5 s ago.
+    let then = {
+        let c = a.curve.as_ref().unwrap();
+        c.rate_at(c.elapsed_us - 1_500_000, 20.0)
+    };
+    assert!(!a.cut(t, S, t + S));
+    let start = a.rate();
+    assert!(close(start, then * PROBE_BETA), "{start} for {then}");
+    assert!(start > plateau, "not back at the old plateau {plateau}");
+}
+
+#[test]
 fn a_429_while_holding_steps_down_a_little_without_stopping_the_fleet() {
     let mut a = AdaptiveRate::new(20.0);
     a.cut(S, S, 0);

@@ -7,9 +7,10 @@
 use std::time::Instant;
 
 use paceline::sim::scenarios::{
-    bursty, churning, concurrency_with_deaths, gateway_outage, hidden_limit, per_request_state,
-    ramp, saturated, shape_figures, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
-    LIMIT_RISES_AT_MS, OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS,
+    accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
+    fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, per_request_state,
+    provider_outage, ramp, saturated, shape_figures, sparse, time_to_reach, DEATHS_AT_MS,
+    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -135,13 +136,13 @@ fn main() {
             h,
             &hidden_limit(h),
             |r| {
-                let throughput = r.accepted_between(10_000, LIMIT_RISES_AT_MS) as f64 / 50.0;
                 format!(
-                "after 10 s: 429s {:.2}%, throughput {:.1}% of 8/s; back to 95% of 20/s in {} ms",
-                r.rejection_share(10_000, LIMIT_RISES_AT_MS) * 100.0,
-                throughput / 8.0 * 100.0,
-                time_to_reach(r, LIMIT_RISES_AT_MS, 19.0).map_or("never".into(), |ms| ms.to_string())
-            )
+                    "after 5 s: 429s {:.2}%, throughput {:.1}% of 8/s; back to 95% of 20/s in {} ms",
+                    r.rejection_share(5_000, LIMIT_RISES_AT_MS) * 100.0,
+                    accepted_rps(r, 5_000, LIMIT_RISES_AT_MS) / 8.0 * 100.0,
+                    time_to_reach(r, LIMIT_RISES_AT_MS, 19.0)
+                        .map_or("never".into(), |ms| ms.to_string())
+                )
             },
         );
         row(
@@ -158,6 +159,54 @@ fn main() {
                 r.budget_counter_at_gateway,
                 r.every_dispatch_had_a_reserved_time()
             )
+            },
+        );
+        row(
+            "provider refuses everything 20-35 s (Retry-After: 1), 20/s around it",
+            h,
+            &provider_outage(h),
+            |r| {
+                let (from, to) = PROVIDER_OUTAGE_MS;
+                format!(
+                    "{:.2} calls/s reach it during the outage; back to 95% of 20/s in {} ms",
+                    r.dispatches_between(from, to) as f64 * 1_000.0 / (to - from) as f64,
+                    time_to_reach(r, to, 19.0).map_or("never".into(), |ms| ms.to_string())
+                )
+            },
+        );
+        row(
+            "fixed window 200 per 10 s (20/s) with X-RateLimit-Remaining/-Reset, rule 25/s",
+            h,
+            &fixed_window_quota(h),
+            |r| {
+                format!(
+                    "utilization {:.2}% of 20/s",
+                    accepted_rps(r, 0, 120_000) / 20.0 * 100.0
+                )
+            },
+        );
+        row(
+            "limit drifts as a sine 6-20/s (30-100%), period 120 s, 240 s",
+            h,
+            &drifting_limit(h),
+            |r| {
+                let allowed: u64 = (0..240_000).step_by(1_000).map(drifting_limit_at).sum();
+                format!(
+                    "429s {:.2}%; accepted {:.1}% of the true limit",
+                    r.rejection_share(0, 240_000) * 100.0,
+                    r.accepted_between(0, 240_000) as f64 / allowed as f64 * 100.0
+                )
+            },
+        );
+        row(
+            "1% of calls refused at random, true limit 40/s, rule 20/s",
+            h,
+            &noisy_provider(h),
+            |r| {
+                format!(
+                    "accepted {:.1}% of 20/s (10-110 s)",
+                    accepted_rps(r, 10_000, 110_000) / 20.0 * 100.0
+                )
             },
         );
     }

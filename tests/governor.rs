@@ -128,6 +128,7 @@ fn response(status: u16, retry_after: Option<&str>) -> ProviderResponse<&'static
     ProviderResponse {
         status,
         retry_after: retry_after.map(str::to_owned),
+        quota_headers: Default::default(),
         body: "",
     }
 }

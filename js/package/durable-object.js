@@ -5,7 +5,12 @@ import { GatewayCore } from "../paceline.js";
 import { handleGatewayRequest, readRequestBody } from "./gateway-http.js";
 
 const SNAPSHOT_KEY = "snapshot";
-const RATE_PATHS = new Set(["/v1/rate/acquire", "/v1/rate/release", "/v1/rate/penalize"]);
+const RATE_PATHS = new Set([
+  "/v1/rate/acquire",
+  "/v1/rate/release",
+  "/v1/rate/penalize",
+  "/v1/rate/observe",
+]);
 const CHARGE_PATH = "/v1/budget/charge";
 const BUCKETS_PREFIX = "/v1/rate/buckets/";
 // The core refuses larger bodies anyway; the router must not parse them.

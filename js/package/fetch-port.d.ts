@@ -25,6 +25,8 @@ export interface AcquireRequest {
   /** Provider successes seen since this client's previous acquire. */
   observedSuccesses?: number;
   schedulerSchema?: string;
+  /** The provider's latest quota headers (ignored by older gateways). */
+  quota?: QuotaReport;
 }
 
 /** A grant; `granted: 0` is a refusal to wait `waitMs`, not an error. */
@@ -61,11 +63,34 @@ export interface PenalizeRequest {
   rateScopeToken?: string;
   cooldownMs: number;
   schedulerSchema?: string;
+  /** The 429's quota headers (ignored by older gateways). */
+  quota?: QuotaReport;
 }
 
 export interface PenalizeResponse {
   effectiveRequestsPerSecond?: number;
   cooldownUntilMs: number;
+}
+
+/** What a provider's quota headers said; times on the gateway's clock. */
+export interface QuotaReport {
+  observedAtMs: number;
+  limit?: number;
+  windowMs?: number;
+  remaining?: number;
+  resetAtMs?: number;
+}
+
+/** `POST /v1/rate/observe`: quota headers that cannot wait for an acquire. */
+export interface ObserveRequest {
+  bucketId: string;
+  rateScopeToken?: string;
+  quota: QuotaReport;
+  schedulerSchema?: string;
+}
+
+export interface ObserveResponse {
+  effectiveRequestsPerSecond?: number;
 }
 
 export interface BudgetCharge {
@@ -139,6 +164,7 @@ export interface GatewayPort {
   release(req: ReleaseRequest): Promise<ReleaseResponse>;
   penalize(req: PenalizeRequest): Promise<PenalizeResponse>;
   charge(req: ChargeRequest): Promise<ChargeResponse>;
+  observe(req: ObserveRequest): Promise<ObserveResponse>;
 }
 
 export function fetchPort(options: FetchPortOptions): GatewayPort;

@@ -6,6 +6,7 @@ const ENDPOINTS = {
   acquire: "/v1/rate/acquire",
   release: "/v1/rate/release",
   penalize: "/v1/rate/penalize",
+  observe: "/v1/rate/observe",
   charge: "/v1/budget/charge",
 };
 
@@ -124,6 +125,7 @@ export function fetchPort(options) {
     acquire: (req) => post(ENDPOINTS.acquire, req),
     release: (req) => post(ENDPOINTS.release, req),
     penalize: (req) => post(ENDPOINTS.penalize, req),
+    observe: (req) => post(ENDPOINTS.observe, req),
     charge: (req) => post(ENDPOINTS.charge, req),
   };
 }

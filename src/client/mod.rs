@@ -11,7 +11,7 @@ mod runtime;
 pub use budget::{reservation_block, BudgetState, GatewayBudgetState, LocalBudgetState};
 pub use pacer::{
     GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, LOCAL_WINDOW_GUARD_MS,
-    REFILL_POLL_MS, REFILL_TIMEOUT_MS,
+    QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_POLL_MS, REFILL_TIMEOUT_MS,
 };
 pub use permit::Permit;
 pub use port::{GatewayPort, InProcessGateway};

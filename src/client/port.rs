@@ -6,11 +6,11 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::runtime::LocalBoxFuture;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gateway::GatewayCore;
 use crate::protocol::{
-    AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, PenalizeRequest,
-    PenalizeResponse, ReleaseRequest, ReleaseResponse,
+    AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, ObserveRequest,
+    ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
 use crate::time::Clock;
 
@@ -19,6 +19,14 @@ pub trait GatewayPort {
     fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>>;
     fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>>;
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>>;
+    /// Relays a provider's quota headers. Optional: a port without it (or
+    /// an older gateway) leaves the report for the bucket's next acquire.
+    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
+        let _ = req;
+        Box::pin(std::future::ready(Err(Error::invalid(
+            "this gateway port does not relay quota reports",
+        ))))
+    }
 }
 
 /// A gateway in the same process, answering at once with the clock's time.
@@ -55,6 +63,11 @@ impl GatewayPort for InProcessGateway {
 
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
         let result = self.core.borrow_mut().charge(&req, self.clock.now_ms());
+        Box::pin(std::future::ready(result))
+    }
+
+    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
+        let result = self.core.borrow_mut().observe(&req, self.clock.now_ms());
         Box::pin(std::future::ready(result))
     }
 }

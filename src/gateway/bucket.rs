@@ -2,16 +2,15 @@
 //! many clients. All of them draw dispatch times from one set of timelines,
 //! so the rules hold across clients, not per client.
 
-use std::collections::VecDeque;
-
 use super::adaptive::AdaptiveRate;
 use super::concurrency::ConcurrencyLimits;
 use super::leases::{format_lease_id, LeaseIds, LeaseTable};
+use super::quota::Quota;
 use super::recent::RecentPermits;
 use super::returns::ReturnPool;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
-use crate::protocol::{AcquireResponse, PacingRule};
+use crate::protocol::{AcquireResponse, PacingRule, QuotaReport};
 
 /// With every concurrency slot taken, the wait a refusal suggests when no
 /// lease expires sooner: a release may free a slot at any moment.
@@ -21,13 +20,6 @@ pub(crate) const CONCURRENCY_RETRY_MS: u64 = 100;
 /// their turn and are booked again; it stays below the clients' default
 /// 120 s limit on a refusal's wait.
 pub(crate) const MAX_TURN_QUEUE_US: Micros = 90_000_000;
-
-/// A granted permit whose dispatch time is this far past with no 429
-/// reported since counts as a success for the adaptive rate. A 429 comes
-/// back within a call's first moments, so two seconds is ample; counting
-/// here, not when clients report, keeps the feedback loop seconds long even
-/// when each isolate talks to the gateway only once per turn.
-pub(crate) const MATURITY_US: Micros = 2_000_000;
 
 /// Timelines a bucket may hold at once, current and retiring. Clients that
 /// disagree about a provider's rules would otherwise grow it without bound.
@@ -62,9 +54,8 @@ pub(crate) struct Bucket {
     /// The same for callers waiting on concurrency slots
     /// (see [`Bucket::book_slot_turn`]).
     pub slot_turns_tat: Micros,
-    /// Granted permits not yet old enough to count as successes:
-    /// `(latest dispatch time of a grant, permits in it)`, oldest first.
-    pub maturing: VecDeque<(Micros, u64)>,
+    /// What the provider said about its quota, and the grants since.
+    pub quota: Quota,
     /// Successes clients reported (`observedSuccesses`), for the bucket view.
     pub reported_successes: u64,
     /// Granted times clients gave back, for the next acquirer.
@@ -95,7 +86,7 @@ impl Bucket {
             last_at: None,
             turns_tat: floor,
             slot_turns_tat: floor,
-            maturing: VecDeque::new(),
+            quota: Quota::default(),
             reported_successes: 0,
             returns: ReturnPool::default(),
         }
@@ -123,8 +114,10 @@ impl Bucket {
             .fold(f64::INFINITY, f64::min)
     }
 
+    /// The rate permits are spaced at (during an outage's pause, the
+    /// probes' rate).
     pub fn effective_rps(&self) -> Option<f64> {
-        self.adaptive.as_ref().map(AdaptiveRate::rate)
+        self.adaptive.as_ref().map(AdaptiveRate::pacing_rps)
     }
 
     /// Refuses a rules change that would take the bucket past
@@ -186,7 +179,7 @@ impl Bucket {
             None => {
                 let mut a = AdaptiveRate::new(cap);
                 if std::mem::take(&mut self.pending_cut) {
-                    a.cut();
+                    a.cut(self.cooldown_until, 0, self.cooldown_until);
                 }
                 self.adaptive = Some(a);
             }
@@ -227,6 +220,7 @@ impl Bucket {
             .map(|t| t.tat)
             .chain([now, self.adaptive_tat, self.cooldown_until])
             .max()
+            .map(|at| self.quota.blocked_until(at).unwrap_or(at))
             .unwrap_or(now)
     }
 
@@ -251,6 +245,7 @@ impl Bucket {
         });
         let wanted = requested.min(free_slots);
         let rate = self.effective_rps().unwrap_or(f64::INFINITY);
+        self.quota.expire(now);
         let adaptive_interval = if rate.is_finite() {
             interval_for_rps(rate)
         } else {
@@ -272,9 +267,9 @@ impl Bucket {
                     }
                     self.adaptive_tat = at.saturating_add(adaptive_interval);
                     self.last_at = Some(at);
-                    match self.maturing.back_mut() {
-                        Some((last, n)) if *last == at => *n += 1,
-                        _ => self.maturing.push_back((at, 1)),
+                    self.quota.take(at);
+                    if let Some(a) = &mut self.adaptive {
+                        a.on_grant(at);
                     }
                     self.returns.granted(ceil_ms(at));
                     ceil_ms(at)
@@ -335,18 +330,37 @@ impl Bucket {
             .max(1)
     }
 
-    /// Credits the adaptive rate with every granted permit that has
+    /// Credits the adaptive rate with the time its granted permits have
     /// matured without a 429.
     pub fn mature(&mut self, now: Micros) {
-        let Some(adaptive) = &mut self.adaptive else {
-            return;
-        };
-        while let Some(&(at, n)) = self.maturing.front() {
-            if at.saturating_add(MATURITY_US) > now {
-                break;
+        if let Some(adaptive) = &mut self.adaptive {
+            adaptive.credit(now, self.last_at);
+        }
+    }
+
+    /// What a provider said about its quota. A stated limit is read over
+    /// its own window, or else over the window of the rule whose count is
+    /// nearest to it (a provider's `X-RateLimit-Limit` is usually the limit
+    /// a host configured from its documentation).
+    pub fn observe_quota(&mut self, report: &QuotaReport, now: Micros) {
+        if let (Some(limit), Some(adaptive)) = (report.limit, &mut self.adaptive) {
+            let window_ms = report.window_ms.or_else(|| {
+                self.rules
+                    .iter()
+                    .min_by_key(|r| r.requests_per_window.abs_diff(limit))
+                    .map(|r| r.window_ms)
+            });
+            if let Some(window_ms) = window_ms {
+                adaptive.state_limit(limit as f64 * 1_000.0 / window_ms as f64);
             }
-            adaptive.observe_successes(n);
-            self.maturing.pop_front();
+        }
+        if let (Some(remaining), Some(reset_at_ms)) = (report.remaining, report.reset_at_ms) {
+            self.quota.observe(
+                micros(report.observed_at_ms),
+                remaining,
+                micros(reset_at_ms),
+                now,
+            );
         }
     }
 
@@ -401,22 +415,38 @@ impl Bucket {
     }
 
     /// A provider's 429 with `Retry-After` of `cooldown_us`. The first report
-    /// of an overload cuts the rate and pushes every timeline past the
-    /// cooldown; reports during the cooldown only extend it.
+    /// of an overload cuts the rate (or, for an outage, pauses the bucket)
+    /// and pushes every timeline past the cooldown; reports during the
+    /// cooldown only extend it. During a pause every 429 is a failed probe.
     pub fn penalize(&mut self, now: Micros, cooldown_us: Micros) {
+        // Returned times were spaced for the rate the provider just
+        // refused, and a time granted before may not come back after.
+        self.returns.clear();
         let until = now.saturating_add(cooldown_us);
         let fresh = now >= self.cooldown_until;
-        self.cooldown_until = self.cooldown_until.max(until);
-        if !fresh {
+        let Some(a) = &mut self.adaptive else {
+            self.cooldown_until = self.cooldown_until.max(until);
+            self.pending_cut = true;
             return;
-        }
-        // Permits dispatched into the overload are no evidence of success,
-        // and returned times spaced for the old rate are too dense now.
-        self.maturing.clear();
-        self.returns.clear();
-        match &mut self.adaptive {
-            Some(a) => a.cut(),
-            None => self.pending_cut = true,
+        };
+        let signal = a.refused_at(now);
+        let pause_fleet = if a.pause.is_some() {
+            a.refuse_probe(cooldown_us);
+            true
+        } else if !signal {
+            false
+        } else if !fresh {
+            true
+        } else if now >= a.event_until {
+            let granted_until = self.last_at.unwrap_or(now).max(now);
+            a.cut(now, cooldown_us, granted_until)
+        } else {
+            false
+        };
+        if pause_fleet {
+            self.cooldown_until = self.cooldown_until.max(until);
+            // Nothing is granted during a cooldown: no time to credit.
+            a.credited_until = a.credited_until.max(self.cooldown_until);
         }
     }
 

@@ -59,6 +59,7 @@ fn route(
         ("POST", "/v1/rate/acquire") => call(body, |req| core.acquire(&req, now_ms)),
         ("POST", "/v1/rate/release") => call(body, |req| core.release(&req, now_ms)),
         ("POST", "/v1/rate/penalize") => call(body, |req| core.penalize(&req, now_ms)),
+        ("POST", "/v1/rate/observe") => call(body, |req| core.observe(&req, now_ms)),
         ("POST", "/v1/budget/charge") => call(body, |req| core.charge(&req, now_ms)),
         ("GET", p) if p.starts_with(BUCKETS_PREFIX) => {
             let bucket_id = percent_decode(&p[BUCKETS_PREFIX.len()..])?;
@@ -79,7 +80,8 @@ fn route(
         }
         (
             _,
-            "/v1/rate/acquire" | "/v1/rate/release" | "/v1/rate/penalize" | "/v1/budget/charge",
+            "/v1/rate/acquire" | "/v1/rate/release" | "/v1/rate/penalize" | "/v1/rate/observe"
+            | "/v1/budget/charge",
         ) => Ok(HttpResponse {
             status: 405,
             body: encode(&ErrorBody::from(&Error::invalid(format!(

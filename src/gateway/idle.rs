@@ -41,6 +41,7 @@ pub(crate) fn bucket_forgettable_at(bucket: &Bucket, now: Micros) -> Micros {
         .next_free(0)
         .max(permits_aged)
         .max(bucket.leases.last_expiry().unwrap_or(0))
+        .max(bucket.quota.idle_from())
         .max(if cut {
             now.saturating_add(FORGET_CUT_AFTER_US)
         } else {

@@ -16,6 +16,7 @@ mod http;
 mod idle;
 mod leases;
 mod ledger;
+mod quota;
 mod recent;
 mod returns;
 mod scope;
@@ -39,7 +40,8 @@ use std::collections::HashMap;
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{
     rules_signature, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse,
-    PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
+    ObserveRequest, ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
+    ReleaseResponse,
 };
 use bucket::Bucket;
 use config::check_now;
@@ -157,6 +159,9 @@ impl GatewayCore {
         bucket.mature(now);
         bucket.returns.prune(now_ms);
         bucket.returns.give_back(&req.returned_at_ms, now_ms);
+        if let Some(report) = &req.quota {
+            bucket.observe_quota(report, now);
+        }
         bucket.reported_successes = bucket
             .reported_successes
             .saturating_add(req.observed_successes);
@@ -198,10 +203,34 @@ impl GatewayCore {
         let now = micros(now_ms);
         self.ensure_bucket(&req.bucket_id, now)?;
         let bucket = self.buckets.get_mut(&req.bucket_id).expect("ensured");
+        bucket.mature(now);
+        if let Some(report) = &req.quota {
+            bucket.observe_quota(report, now);
+        }
         bucket.penalize(now, micros(req.cooldown_ms));
         let response = PenalizeResponse {
             effective_requests_per_second: bucket.effective_rps(),
             cooldown_until_ms: ceil_ms(bucket.cooldown_until),
+        };
+        self.touched(&req.bucket_id, now);
+        Ok(response)
+    }
+
+    /// A provider's quota headers, relayed on their own. A bucket the
+    /// gateway does not hold is not made for it: a report means nothing
+    /// before the rules it qualifies.
+    pub fn observe(&mut self, req: &ObserveRequest, now_ms: u64) -> Result<ObserveResponse> {
+        self.authorize(&req.bucket_id, req.rate_scope_token.as_deref(), now_ms)?;
+        let now = micros(now_ms);
+        let Some(bucket) = self.buckets.get_mut(&req.bucket_id) else {
+            return Ok(ObserveResponse {
+                effective_requests_per_second: None,
+            });
+        };
+        bucket.mature(now);
+        bucket.observe_quota(&req.quota, now);
+        let response = ObserveResponse {
+            effective_requests_per_second: bucket.effective_rps(),
         };
         self.touched(&req.bucket_id, now);
         Ok(response)

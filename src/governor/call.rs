@@ -6,9 +6,11 @@ use std::future::Future;
 
 use super::budget::BudgetKind;
 use super::play::Governor;
-use super::retry_after::retry_after_ms;
+use super::quota_headers::QuotaHeaders;
+use super::retry_after::{retry_after_ms, DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS};
 use crate::client::{abortable, AbortSignal};
 use crate::error::Error;
+use crate::protocol::QuotaReport;
 use crate::time::Millis;
 
 /// What a provider answered.
@@ -17,6 +19,8 @@ pub struct ProviderResponse<B> {
     pub status: u16,
     /// The raw `Retry-After` header, if any.
     pub retry_after: Option<String>,
+    /// The raw quota headers (`X-RateLimit-*`, `RateLimit*`).
+    pub quota_headers: QuotaHeaders,
     pub body: B,
 }
 
@@ -83,13 +87,13 @@ impl Governor {
     ///
     /// Any answer but a 429 or a 5xx counts as a success for the pacer (the
     /// provider took the request at that rate), its time sizes the tool's
-    /// parallelism, and it is returned as is. A 429
-    /// reports its `Retry-After` to the bucket the permit came from, even on
-    /// the last attempt, and is retried; a 5xx or a transport error is
-    /// retried only for a `retry_safe` call. Each retry spends one unit of
-    /// the retry budget and takes a fresh permit, which after a 429 the
-    /// pacer schedules past the cooldown (an unpaced tool sleeps it out
-    /// instead). When the attempts run out, the last answer is returned.
+    /// parallelism, and it is returned as is. Any answer's quota headers go
+    /// to the bucket the permit came from. A 429 reports its `Retry-After`
+    /// (or, without one, the reset of a spent quota) to that bucket, even on
+    /// the last attempt, and is retried once that cooldown has passed; a 5xx
+    /// or a transport error is retried only for a `retry_safe` call. Each
+    /// retry spends one unit of the retry budget and takes a fresh permit.
+    /// When the attempts run out, the last answer is returned.
     pub async fn call_tool<B, E, F, Fut>(
         &self,
         tool_id: &str,
@@ -104,27 +108,48 @@ impl Governor {
         let mut lease = self.acquire_tool_slot(tool_id, signal).await?;
         let mut attempt = 1;
         loop {
-            let started = self.shared.runtime.now_ms();
+            let sent_at = self.shared.runtime.now_ms();
             let outcome = call(attempt).await;
             lease.release();
+            let quota = match &outcome {
+                Ok(response) => response.quota_headers.report(sent_at),
+                Err(_) => None,
+            };
+            if let (Some(quota), Some(scope)) = (&quota, lease.rate_scope()) {
+                self.shared.rate_state.observe_quota(
+                    &scope.bucket_id,
+                    scope.token.as_deref(),
+                    quota.clone(),
+                );
+            }
             let last = attempt >= options.max_attempts;
             let wait_ms = match outcome {
                 Ok(response) if response.status == 429 => {
                     let now = self.shared.runtime.now_ms();
-                    let cooldown = retry_after_ms(response.retry_after.as_deref(), now);
+                    let cooldown = match (&response.retry_after, &quota) {
+                        (
+                            None,
+                            Some(QuotaReport {
+                                remaining: Some(0),
+                                reset_at_ms: Some(at),
+                                ..
+                            }),
+                        ) => match at.saturating_sub(now) {
+                            0 => DEFAULT_RETRY_AFTER_MS,
+                            ms => ms.min(MAX_RETRY_AFTER_MS),
+                        },
+                        _ => retry_after_ms(response.retry_after.as_deref(), now),
+                    };
                     if let Some(scope) = lease.rate_scope() {
                         self.penalize(scope, cooldown).await?;
                     }
                     if last {
                         return Ok(response);
                     }
-                    // A paced tool's next permit already falls after the
-                    // cooldown; nothing else would keep an unpaced one out.
-                    if lease.rate_scope().is_some() {
-                        0
-                    } else {
-                        cooldown
-                    }
+                    // The refused call waits out its own Retry-After: the
+                    // gateway holds the whole bucket past it only when the
+                    // provider is overloaded, not for a failed probe.
+                    cooldown
                 }
                 Ok(response) if response.status >= 500 && options.retry_safe && !last => {
                     backoff_ms(attempt)
@@ -134,7 +159,7 @@ impl Governor {
                         if let Some(scope) = lease.rate_scope() {
                             self.shared.rate_state.observe_success(&scope.bucket_id);
                         }
-                        let took = self.shared.runtime.now_ms().saturating_sub(started);
+                        let took = self.shared.runtime.now_ms().saturating_sub(sent_at);
                         self.shared.latency.observe(tool_id, took);
                     }
                     return Ok(response);

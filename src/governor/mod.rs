@@ -14,6 +14,7 @@ mod lineage;
 mod pacing;
 mod play;
 mod policy;
+mod quota_headers;
 mod retry_after;
 mod slots;
 
@@ -33,5 +34,6 @@ pub use policy::{
     Adapter, BudgetOverrides, BudgetPolicy, ConcurrencyOverrides, ConcurrencyPolicy,
     ExecutionPolicy, PacingOverrides, PacingPolicy, PolicyOverrides,
 };
+pub use quota_headers::QuotaHeaders;
 pub use retry_after::{imf_fixdate_ms, retry_after_ms, DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS};
 pub use slots::{SlotPermit, Slots};

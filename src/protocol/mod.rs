@@ -8,11 +8,13 @@
 mod budget;
 mod error_body;
 pub(crate) mod json;
+mod quota;
 mod rate;
 mod rule;
 
 pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
 pub use error_body::{ErrorBody, ErrorFields};
+pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};
 pub use rate::{
     AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, PermitTarget,
     ReleaseRequest, ReleaseResponse,

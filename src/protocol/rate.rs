@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::json::{as_object, millis_of, quote, Fields};
 use super::limits;
+use super::quota::QuotaReport;
 use super::rule::{rules_from, PacingRule};
 use super::Message;
 use crate::error::{Error, Result};
@@ -40,6 +41,9 @@ pub struct AcquireRequest {
     /// `waitMs`) instead of letting it come back to be refused.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub book_next_turn: bool,
+    /// What the provider last said about its quota.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaReport>,
 }
 
 impl Message for AcquireRequest {
@@ -57,6 +61,7 @@ impl Message for AcquireRequest {
             dispatch_lead_ms: f.opt_integer("dispatchLeadMs", 0, limits::MAX_DISPATCH_LEAD_MS)?,
             returned_at_ms: returned_times(&f)?,
             book_next_turn: f.opt_bool("bookNextTurn")?.unwrap_or(false),
+            quota: QuotaReport::from_fields(&f, "quota")?,
         })
     }
 }
@@ -217,6 +222,9 @@ pub struct PenalizeRequest {
     pub cooldown_ms: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
+    /// What the 429's headers said about the quota.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaReport>,
 }
 
 impl Message for PenalizeRequest {
@@ -227,6 +235,7 @@ impl Message for PenalizeRequest {
             rate_scope_token: scope_token(&f)?,
             cooldown_ms: f.integer("cooldownMs", 1, limits::MAX_COOLDOWN_MS)?,
             scheduler_schema: schema(&f)?,
+            quota: QuotaReport::from_fields(&f, "quota")?,
         })
     }
 }

@@ -9,16 +9,18 @@ use std::rc::Rc;
 
 use super::arrivals::Arrival;
 use super::executor::SimRuntime;
-use super::provider::{Answer, Provider, RETRY_AFTER_MS};
+use super::provider::{Answer, Provider, ProviderModel};
 use crate::client::{
     BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway,
     LocalBoxFuture, PacerOptions, PermitRequest, Runtime,
 };
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
+use crate::governor::retry_after_ms;
 use crate::protocol::{
-    AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, PacingRule,
-    PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
+    AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, ObserveRequest,
+    ObserveResponse, PacingRule, PenalizeRequest, PenalizeResponse, ReleaseRequest,
+    ReleaseResponse,
 };
 use crate::time::{Clock, Millis};
 
@@ -57,6 +59,9 @@ pub struct FleetConfig {
     /// Every call builds its own rate state (a Worker that makes one per
     /// request) instead of sharing its isolate's.
     pub per_request_state: bool,
+    /// How the provider refuses and what headers it sends, on top of
+    /// `true_limit`.
+    pub provider: ProviderModel,
 }
 
 impl FleetConfig {
@@ -78,6 +83,7 @@ impl FleetConfig {
             budget_limit: None,
             arrivals: None,
             per_request_state: false,
+            provider: ProviderModel::default(),
         }
     }
 }
@@ -247,6 +253,10 @@ impl GatewayPort for SimPort {
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
         Box::pin(self.call("charge", |g| g.charge(req)))
     }
+
+    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
+        Box::pin(self.call("observe", |g| g.observe(req)))
+    }
 }
 
 pub fn run_fleet(config: &FleetConfig) -> FleetReport {
@@ -257,7 +267,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         clock,
     );
     let limits = config.true_limit.clone();
-    let provider = Rc::new(Provider::new(
+    let provider = Rc::new(Provider::with_model(
         move |now| {
             let offset = now - START_MS;
             limits
@@ -267,6 +277,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
                 .map_or(u64::MAX, |(_, n)| *n)
         },
         config.true_max_concurrency,
+        config.provider.clone(),
     ));
     let round_trips: Rc<RefCell<BTreeMap<&'static str, u64>>> = Rc::default();
     let granted = Rc::new(RefCell::new(Vec::new()));
@@ -457,16 +468,22 @@ impl Shared {
         }
         let now = self.rt.now_ms();
         self.waits.borrow_mut().push((now - arrived) as f64);
-        let answer = self.provider.begin(now);
+        let reply = self.provider.begin(now);
         self.rt.sleep(self.call_latency_ms).await;
         self.provider.end();
         if !isolate.alive.get() {
             std::mem::forget(permit);
             return Ok(());
         }
-        match answer {
+        if let Some(quota) = reply.quota_headers.report(now) {
+            pacer.observe_quota(BUCKET, None, quota);
+        }
+        match reply.answer {
             Answer::Ok => pacer.observe_success(BUCKET),
-            Answer::TooManyRequests => pacer.penalize(BUCKET, None, RETRY_AFTER_MS).await?,
+            Answer::TooManyRequests => {
+                let cooldown = retry_after_ms(reply.retry_after.as_deref(), self.rt.now_ms());
+                pacer.penalize(BUCKET, None, cooldown).await?
+            }
         }
         drop(permit);
         Ok(())

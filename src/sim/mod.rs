@@ -10,4 +10,4 @@ pub mod scenarios;
 
 pub use executor::SimRuntime;
 pub use fleet::{run_fleet, FleetConfig, FleetReport, START_MS};
-pub use provider::{Answer, Provider, RETRY_AFTER_MS};
+pub use provider::{Answer, Provider, ProviderModel, Reply, RETRY_AFTER_MS};

@@ -1,10 +1,13 @@
-//! A provider that enforces a limit the clients are not told: requests per
-//! second over a sliding second and calls in flight. Over either it answers
-//! 429 with `Retry-After: 1`. It records every dispatch.
+//! A provider that enforces a limit the clients are not told: by default
+//! requests per second over a sliding second and calls in flight, over
+//! either of which it answers 429 with `Retry-After: 1`. Other models
+//! refuse at random, or count fixed windows and say so in quota headers.
+//! It records every dispatch.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 
+use crate::governor::QuotaHeaders;
 use crate::time::Millis;
 
 pub const RETRY_AFTER_MS: Millis = 1_000;
@@ -15,6 +18,31 @@ pub enum Answer {
     TooManyRequests,
 }
 
+/// An answer as the client sees it: a status and the headers that matter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub answer: Answer,
+    /// `Retry-After` of a 429.
+    pub retry_after: Option<String>,
+    pub quota_headers: QuotaHeaders,
+}
+
+/// How the provider decides, on top of its concurrency limit.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ProviderModel {
+    /// The rate limit over a sliding second, unannounced.
+    #[default]
+    SlidingSecond,
+    /// The sliding second, and besides it refuses this share of calls (in
+    /// millionths) at random: 429s that say nothing about the rate.
+    Noise { refused_per_million: u64 },
+    /// `quota` calls per fixed window of `window_ms` (windows start at
+    /// multiples of it since the epoch), announced on every answer with
+    /// `X-RateLimit-Remaining` and `X-RateLimit-Reset` (delay seconds,
+    /// rounded up, as most providers send them).
+    FixedWindow { quota: u64, window_ms: Millis },
+}
+
 #[derive(Default)]
 struct State {
     accepted_recent: VecDeque<Millis>,
@@ -22,27 +50,43 @@ struct State {
     max_in_flight: u64,
     dispatches: Vec<Millis>,
     rejections: Vec<Millis>,
+    /// The fixed window's start and the calls accepted in it.
+    window: (Millis, u64),
+    random: u64,
 }
 
 /// `limit_at(t)` gives the true requests-per-second limit at time `t`.
 pub struct Provider {
     limit_at: Box<dyn Fn(Millis) -> u64>,
     max_concurrency: Option<u64>,
+    model: ProviderModel,
     state: RefCell<State>,
 }
 
 impl Provider {
     pub fn new(limit_at: impl Fn(Millis) -> u64 + 'static, max_concurrency: Option<u64>) -> Self {
+        Provider::with_model(limit_at, max_concurrency, ProviderModel::default())
+    }
+
+    pub fn with_model(
+        limit_at: impl Fn(Millis) -> u64 + 'static,
+        max_concurrency: Option<u64>,
+        model: ProviderModel,
+    ) -> Self {
         Provider {
             limit_at: Box::new(limit_at),
             max_concurrency,
-            state: RefCell::new(State::default()),
+            model,
+            state: RefCell::new(State {
+                random: 0x9e37_79b9_7f4a_7c15,
+                ..State::default()
+            }),
         }
     }
 
     /// A call arrives at `now`; the caller must call [`Provider::end`] when
     /// it completes.
-    pub fn begin(&self, now: Millis) -> Answer {
+    pub fn begin(&self, now: Millis) -> Reply {
         let mut s = self.state.borrow_mut();
         s.dispatches.push(now);
         s.in_flight += 1;
@@ -52,12 +96,50 @@ impl Provider {
         }
         let over_rate = s.accepted_recent.len() as u64 >= (self.limit_at)(now);
         let over_concurrency = self.max_concurrency.is_some_and(|max| s.in_flight > max);
-        if over_rate || over_concurrency {
+        let mut retry_after_ms = RETRY_AFTER_MS;
+        let mut quota_headers = QuotaHeaders::default();
+        let refused_by_model = match self.model {
+            ProviderModel::SlidingSecond => false,
+            ProviderModel::Noise {
+                refused_per_million,
+            } => {
+                // xorshift64: deterministic, so every run is the same run.
+                s.random ^= s.random << 13;
+                s.random ^= s.random >> 7;
+                s.random ^= s.random << 17;
+                s.random % 1_000_000 < refused_per_million
+            }
+            ProviderModel::FixedWindow { quota, window_ms } => {
+                let start = now - now % window_ms;
+                if s.window.0 != start {
+                    s.window = (start, 0);
+                }
+                let full = s.window.1 >= quota;
+                if !full && !over_rate && !over_concurrency {
+                    s.window.1 += 1;
+                }
+                let reset_ms = start + window_ms - now;
+                retry_after_ms = reset_ms;
+                quota_headers.x_ratelimit_remaining =
+                    Some(quota.saturating_sub(s.window.1).to_string());
+                quota_headers.x_ratelimit_reset = Some(reset_ms.div_ceil(1_000).to_string());
+                full
+            }
+        };
+        if over_rate || over_concurrency || refused_by_model {
             s.rejections.push(now);
-            Answer::TooManyRequests
+            Reply {
+                answer: Answer::TooManyRequests,
+                retry_after: Some(retry_after_ms.div_ceil(1_000).max(1).to_string()),
+                quota_headers,
+            }
         } else {
             s.accepted_recent.push_back(now);
-            Answer::Ok
+            Reply {
+                answer: Answer::Ok,
+                retry_after: None,
+                quota_headers,
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::arrivals::{bursts, churn, oracle_waits, percentile, poisson};
 use super::fleet::{FleetConfig, FleetReport};
+use super::provider::ProviderModel;
 use crate::protocol::PacingRule;
 use crate::time::Millis;
 
@@ -199,4 +200,74 @@ pub fn densest_window(dispatches: &[Millis], window_ms: Millis) -> u64 {
         })
         .max()
         .unwrap_or(0)
+}
+
+/// The provider refuses every call from [`PROVIDER_OUTAGE_MS`]`.0` to `.1`
+/// (`Retry-After: 1`), and is healthy at the configured 20 req/s around it.
+pub fn provider_outage(horizon_ms: Millis) -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
+    c.duration_ms = 60_000;
+    c.true_limit = vec![
+        (0, 20),
+        (PROVIDER_OUTAGE_MS.0, 0),
+        (PROVIDER_OUTAGE_MS.1, 20),
+    ];
+    c
+}
+
+pub const PROVIDER_OUTAGE_MS: (Millis, Millis) = (20_000, 35_000);
+
+/// A provider of 200 calls per fixed 10 s window (20 req/s) that says what
+/// is left and when the window resets (`X-RateLimit-Remaining`/`-Reset`),
+/// under a rule that overstates it at 25 req/s: only its headers keep the
+/// fleet from its 429s.
+pub fn fixed_window_quota(horizon_ms: Millis) -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
+    c.rule = PacingRule::new(25, 1_000);
+    c.true_limit = vec![(0, u64::MAX)];
+    c.provider = ProviderModel::FixedWindow {
+        quota: FIXED_WINDOW_QUOTA,
+        window_ms: FIXED_WINDOW_MS,
+    };
+    c
+}
+
+pub const FIXED_WINDOW_QUOTA: u64 = 200;
+pub const FIXED_WINDOW_MS: Millis = 10_000;
+
+/// The true limit drifts as a sine between 30% and 100% of the configured
+/// 20 req/s, period [`DRIFT_PERIOD_MS`], stepped each second; 4 minutes.
+pub fn drifting_limit(horizon_ms: Millis) -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
+    c.duration_ms = 2 * DRIFT_PERIOD_MS;
+    c.true_limit = (0..c.duration_ms)
+        .step_by(1_000)
+        .map(|t| (t, drifting_limit_at(t)))
+        .collect();
+    c
+}
+
+pub const DRIFT_PERIOD_MS: Millis = 120_000;
+
+/// The drifting limit in force at `offset_ms`.
+pub fn drifting_limit_at(offset_ms: Millis) -> u64 {
+    let second = offset_ms - offset_ms % 1_000;
+    let phase = std::f64::consts::TAU * second as f64 / DRIFT_PERIOD_MS as f64;
+    (20.0 * (0.65 + 0.35 * phase.sin())).round() as u64
+}
+
+/// The provider refuses 1% of calls at random though the fleet stays well
+/// under its limit (40 req/s against the configured 20).
+pub fn noisy_provider(horizon_ms: Millis) -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
+    c.true_limit = vec![(0, 40)];
+    c.provider = ProviderModel::Noise {
+        refused_per_million: 10_000,
+    };
+    c
+}
+
+/// Accepted calls per second over `[from, to)`.
+pub fn accepted_rps(report: &FleetReport, from: Millis, to: Millis) -> f64 {
+    report.accepted_between(from, to) as f64 * 1_000.0 / (to - from) as f64
 }

@@ -10,6 +10,7 @@ use wasm_bindgen::prelude::*;
 use super::error::foreign;
 use super::governor_input::{fork_input, opt_latency, opt_string};
 use super::js::{promise, rejected, to_js};
+use super::pacer::header_of;
 use super::reader::{message as from_js, settle, string, ObjectArg};
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
@@ -17,8 +18,8 @@ use crate::client::{LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::governor::{
     Adapter, BudgetKind, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
-    PacingDeclaration, PacingTable, PolicyOverrides, ProviderResponse, RateScope, RunScope,
-    ToolLatencies, ToolLease,
+    PacingDeclaration, PacingTable, PolicyOverrides, ProviderResponse, QuotaHeaders, RateScope,
+    RunScope, ToolLatencies, ToolLease,
 };
 use crate::protocol::limits::{MAX_ID_BYTES, MAX_TOKEN_BYTES};
 
@@ -526,18 +527,12 @@ impl JsGovernor {
                         let answer = settle(returned).await?;
                         let status = field(&answer, "status").as_f64().unwrap_or(0.0) as u16;
                         let headers = field(&answer, "headers");
-                        let retry_after = Reflect::get(&headers, &"get".into())
-                            .ok()
-                            .filter(JsValue::is_function)
-                            .and_then(|get| {
-                                get.unchecked_into::<Function>()
-                                    .call1(&headers, &"retry-after".into())
-                                    .ok()
-                            })
-                            .and_then(|v| v.as_string());
                         Ok(ProviderResponse {
                             status,
-                            retry_after,
+                            retry_after: header_of(&headers, "retry-after"),
+                            quota_headers: QuotaHeaders::from_lookup(|name| {
+                                header_of(&headers, name)
+                            }),
                             body: answer,
                         })
                     }

@@ -10,8 +10,11 @@ use super::port::JsPort;
 use super::reader::{message, string, ObjectArg, MAX_SAFE_INTEGER};
 use super::registry::Registration;
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
+use js_sys::{Function, Reflect};
+
 use crate::client::{GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::governor::QuotaHeaders;
 use crate::protocol::{limits, PenalizeRequest, PermitTarget};
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -42,11 +45,19 @@ export interface PenalizeInput {
   rateScopeToken?: string | null;
   cooldownMs: number;
 }
+export interface ObserveHeadersInput {
+  bucketId: string;
+  rateScopeToken?: string | null;
+  /** The provider response's headers: a `Headers` or a plain record. */
+  headers: Headers | Record<string, string>;
+}
 export interface GatewayPortLike {
   acquire(request: unknown): Promise<unknown> | unknown;
   release(request: unknown): Promise<unknown> | unknown;
   penalize(request: unknown): Promise<unknown> | unknown;
   charge(request: unknown): Promise<unknown> | unknown;
+  /** Optional: `POST /v1/rate/observe` (quota headers sent on their own). */
+  observe?(request: unknown): Promise<unknown> | unknown;
 }
 "#;
 
@@ -175,6 +186,24 @@ macro_rules! rate_state_class {
                 self.inner.observe_success(&bucket_id);
                 Ok(())
             }
+
+            /// A provider's answer to a call the host made itself: its
+            /// quota headers (`X-RateLimit-*`, `RateLimit`,
+            /// `RateLimit-Policy`) go to the bucket's scheduler. Throws
+            /// `INVALID_INPUT` for a malformed input; headers that say
+            /// nothing usable are ignored.
+            #[wasm_bindgen(js_name = observeHeaders)]
+            pub fn observe_headers(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "ObserveHeadersInput")] input: JsValue,
+            ) -> std::result::Result<(), JsValue> {
+                let (bucket_id, token, headers) = observe_headers_input(&input)?;
+                let now = runtime().now_ms();
+                if let Some(report) = headers.report(now) {
+                    self.inner.observe_quota(&bucket_id, token.as_deref(), report);
+                }
+                Ok(())
+            }
         }
 
         impl $name {
@@ -226,6 +255,43 @@ impl JsLocalRateState {
             random_seed(),
         )))
     }
+}
+
+fn observe_headers_input(input: &JsValue) -> Result<(String, Option<String>, QuotaHeaders)> {
+    let o = ObjectArg::new(input, "input")?;
+    o.only(&["bucketId", "rateScopeToken", "headers"])?;
+    let bucket_id = o
+        .opt_string("bucketId", limits::MAX_ID_BYTES)?
+        .ok_or_else(|| Error::invalid(format!("{} is required", o.name("bucketId"))))?;
+    let token = o.opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?;
+    let headers = o
+        .get("headers")?
+        .filter(JsValue::is_object)
+        .ok_or_else(|| Error::invalid("headers must be a Headers object or a record of strings"))?;
+    Ok((
+        bucket_id,
+        token,
+        QuotaHeaders::from_lookup(|name| header_of(&headers, name)),
+    ))
+}
+
+/// A header of a `Headers`-like object (its `get`), or of a plain record
+/// (any key that matches without regard to case). A getter or `get` that
+/// throws, or a value that is no string, reads as absent.
+pub(crate) fn header_of(headers: &JsValue, name: &str) -> Option<String> {
+    let get = Reflect::get(headers, &JsValue::from_str("get")).ok()?;
+    if get.is_function() {
+        return get
+            .unchecked_into::<Function>()
+            .call1(headers, &JsValue::from_str(name))
+            .ok()?
+            .as_string();
+    }
+    let keys = Reflect::own_keys(headers).ok()?;
+    let key = keys
+        .iter()
+        .find(|k| k.as_string().is_some_and(|k| k.eq_ignore_ascii_case(name)))?;
+    Reflect::get(headers, &key).ok()?.as_string()
 }
 
 fn acquire_promise(

@@ -13,8 +13,8 @@ use super::reader::{message, settle};
 use crate::client::{GatewayPort, LocalBoxFuture};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{
-    AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, Message, PenalizeRequest,
-    PenalizeResponse, ReleaseRequest, ReleaseResponse,
+    AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, Message, ObserveRequest,
+    ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
 
 pub(crate) struct JsPort {
@@ -76,5 +76,18 @@ impl GatewayPort for JsPort {
 
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
         Box::pin(self.call("charge", req))
+    }
+
+    /// `observe` is optional on a port: without it, quota reports ride on
+    /// acquires.
+    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
+        let has =
+            Reflect::get(&self.port, &JsValue::from_str("observe")).is_ok_and(|f| f.is_function());
+        Box::pin(async move {
+            if !has {
+                return Err(Error::invalid("the gateway port has no observe method"));
+            }
+            self.call("observe", req).await
+        })
     }
 }

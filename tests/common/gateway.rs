@@ -16,6 +16,7 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         dispatch_lead_ms: None,
         returned_at_ms: Vec::new(),
         book_next_turn: false,
+        quota: None,
     }
 }
 
@@ -36,6 +37,7 @@ pub fn penalize(bucket: &str, cooldown_ms: u64) -> PenalizeRequest {
         rate_scope_token: None,
         cooldown_ms,
         scheduler_schema: None,
+        quota: None,
     }
 }
 

@@ -12,6 +12,7 @@
 mod block;
 mod clock;
 mod giveback;
+mod quota;
 mod refill;
 mod surplus;
 
@@ -29,6 +30,8 @@ use crate::time::Millis;
 use block::{Block, DrawRate, Slot};
 use clock::ClockSync;
 use giveback::PendingBatch;
+use quota::QuotaState;
+pub use quota::{QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS};
 use refill::{Refill, Target};
 
 pub use clock::DEFAULT_LEAD_MS;
@@ -95,6 +98,7 @@ struct BucketState {
     watching: bool,
     effective_rps: Option<f64>,
     pending_successes: u64,
+    quota: QuotaState,
 }
 
 impl BucketState {
@@ -104,6 +108,7 @@ impl BucketState {
             && self.refill.is_idle()
             && !self.watching
             && self.pending_successes == 0
+            && self.quota.is_idle()
     }
 }
 
@@ -117,6 +122,9 @@ struct Inner {
     /// A batched release failed in the background; the next acquire
     /// surfaces it.
     release_failure: RefCell<Option<Error>>,
+    /// The port or the gateway refused an observe: quota reports ride on
+    /// acquires only.
+    observe_refused: Cell<bool>,
 }
 
 /// Client side of the rate contract against a shared gateway.
@@ -136,6 +144,7 @@ impl GatewayRateState {
                 batches: RefCell::new(HashMap::new()),
                 release_seq: Cell::new(0),
                 release_failure: RefCell::new(None),
+                observe_refused: Cell::new(false),
             }),
         }
     }
@@ -272,8 +281,12 @@ impl GatewayRateState {
         )
     }
 
-    /// A provider answered 429: drop the bucket's cached permits (so the
-    /// cooldown applies to the very next call) and tell the gateway.
+    /// A provider answered 429: tell the gateway, then drop the bucket's
+    /// cached permits inside the cooldown it answers with (so the cooldown
+    /// applies to the very next call) and thin the rest to the rate it was
+    /// cut to. A 429 the gateway takes for noise leaves the cooldown, and so
+    /// the block, as it was; if the gateway cannot be told, the whole block
+    /// goes.
     pub async fn penalize(
         &self,
         bucket_id: &str,
@@ -283,31 +296,63 @@ impl GatewayRateState {
         if cooldown_ms == 0 {
             return Ok(());
         }
-        let stale = self
-            .inner
-            .buckets
-            .borrow_mut()
-            .get_mut(bucket_id)
-            .and_then(|s| s.block.take());
-        if let Some(stale) = stale {
-            // The cooldown voids their times; only the leases go back.
-            let leases = stale.slots.into_iter().filter_map(|s| s.lease).collect();
-            self.queue(bucket_id, stale.token, &stale.rules, leases, Vec::new());
-        }
         let request = PenalizeRequest {
             bucket_id: bucket_id.to_owned(),
             rate_scope_token: rate_scope_token.map(str::to_owned),
             cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
+            quota: self.state(bucket_id, |s| s.quota.pending.take()),
         };
-        let response = self.inner.port.penalize(request).await.map_err(|e| Error {
+        let outcome = self.inner.port.penalize(request).await.map_err(|e| Error {
             message: format!("penalize failed for {bucket_id}: {}", e.message),
             ..e
-        })?;
-        if let Some(rps) = response.effective_requests_per_second {
-            self.state(bucket_id, |s| s.effective_rps = Some(rps));
+        });
+        let until = outcome
+            .as_ref()
+            .map_or(Millis::MAX, |r| r.cooldown_until_ms);
+        let cut_to = outcome
+            .as_ref()
+            .ok()
+            .and_then(|r| r.effective_requests_per_second);
+        let dropped = self.state(bucket_id, |s| {
+            let previous = s.effective_rps;
+            s.effective_rps = cut_to.or(previous);
+            let block = s.block.as_mut()?;
+            let inside_cooldown = block
+                .slots
+                .partition_point(|slot| slot.at.is_none_or(|at| at < until));
+            let mut dropped: Vec<Slot> = block.slots.drain(..inside_cooldown).collect();
+            // Permits held were granted at the rate the provider refused:
+            // a cut thins them to the new one.
+            if let (Some(rps), Some(previous)) = (cut_to, previous) {
+                if rps < previous {
+                    let spacing = (1_000.0 / rps) as Millis;
+                    let mut last: Option<Millis> = None;
+                    let mut kept = std::collections::VecDeque::new();
+                    for slot in block.slots.drain(..) {
+                        let at = slot.at.unwrap_or(0);
+                        if last.is_none_or(|l| at >= l.saturating_add(spacing)) {
+                            last = Some(at);
+                            kept.push_back(slot);
+                        } else {
+                            dropped.push(slot);
+                        }
+                    }
+                    block.slots = kept;
+                }
+            }
+            let (token, rules) = (block.token.clone(), block.rules.clone());
+            if block.slots.is_empty() {
+                s.block = None;
+            }
+            Some((token, rules, dropped))
+        });
+        if let Some((token, rules, dropped)) = dropped {
+            // The cut voids their times at the gateway; only leases go back.
+            let leases = dropped.into_iter().filter_map(|s| s.lease).collect();
+            self.queue(bucket_id, token, &rules, leases, Vec::new());
         }
-        Ok(())
+        outcome.map(|_| ())
     }
 
     /// A provider call succeeded; the next acquire reports it so the gateway

@@ -176,34 +176,36 @@ impl GatewayRateState {
         }
         let sent = self.inner.rt.now_ms();
         let horizon_ms = self.inner.options.block_horizon_ms;
-        let (requested, observed_successes, lead, book_next_turn) = self.state(bucket_id, |s| {
-            if let Some(at) = s.refill.exhausted_at.take() {
-                s.refill.draining |=
-                    s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms;
-            }
-            // Several callers at once at a bucket never granted look the
-            // same as a closed loop starting: ask for the horizon (what a
-            // burst does not use goes back).
-            let first_burst = !s.refill.ever_granted && s.waiters > 1;
-            let demand = Demand {
-                waiters: s.waiters,
-                draw_rate_per_s: s.demand.rate_at(sent),
-                draining: s.refill.draining || first_burst,
-            };
-            let requested = block_size(&target.rules, &demand, horizon_ms);
-            // An isolate that will use a whole horizon comes back for more
-            // as soon as it is drawn: book that turn now.
-            let whole_horizon = requested >= horizon_budget(&target.rules, horizon_ms);
-            // A first request's size is a guess; only a guess that turned
-            // out queued behind the fleet is worth a turn.
-            let guessing = first_burst && !s.refill.answered;
-            (
-                requested,
-                s.pending_successes,
-                s.clock.lead_ms(),
-                whole_horizon && !guessing && !has_concurrency(&target.rules),
-            )
-        });
+        let (requested, observed_successes, lead, book_next_turn, quota) =
+            self.state(bucket_id, |s| {
+                if let Some(at) = s.refill.exhausted_at.take() {
+                    s.refill.draining |=
+                        s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms;
+                }
+                // Several callers at once at a bucket never granted look the
+                // same as a closed loop starting: ask for the horizon (what a
+                // burst does not use goes back).
+                let first_burst = !s.refill.ever_granted && s.waiters > 1;
+                let demand = Demand {
+                    waiters: s.waiters,
+                    draw_rate_per_s: s.demand.rate_at(sent),
+                    draining: s.refill.draining || first_burst,
+                };
+                let requested = block_size(&target.rules, &demand, horizon_ms);
+                // An isolate that will use a whole horizon comes back for more
+                // as soon as it is drawn: book that turn now.
+                let whole_horizon = requested >= horizon_budget(&target.rules, horizon_ms);
+                // A first request's size is a guess; only a guess that turned
+                // out queued behind the fleet is worth a turn.
+                let guessing = first_burst && !s.refill.answered;
+                (
+                    requested,
+                    s.pending_successes,
+                    s.clock.lead_ms(),
+                    whole_horizon && !guessing && !has_concurrency(&target.rules),
+                    s.quota.pending.take(),
+                )
+            });
         let request = AcquireRequest {
             bucket_id: bucket_id.to_owned(),
             rate_scope_token: target.token.clone(),
@@ -214,6 +216,7 @@ impl GatewayRateState {
             dispatch_lead_ms: Some(lead),
             returned_at_ms: self.take_returns(bucket_id, &target.rules_key),
             book_next_turn,
+            quota,
         };
         // The round trip is timed on the attempt that answered, not across
         // the pauses between retries.

@@ -1,0 +1,254 @@
+use super::*;
+
+const S: Micros = 1_000_000;
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+/// Permits granted all along, `secs` seconds of them credited from `from`.
+fn run_for(a: &mut AdaptiveRate, from: Micros, secs: u64) -> Micros {
+    let end = from + secs * S;
+    let mut t = from;
+    while t < end {
+        t += S / 10;
+        a.credit(t + MATURITY_US, Some(t));
+    }
+    end
+}
+
+#[test]
+fn starts_at_the_cap() {
+    let a = AdaptiveRate::new(20.0);
+    assert_eq!(a.rate(), 20.0);
+    assert!(!a.is_reduced());
+}
+
+#[test]
+fn a_429_that_is_no_probe_cuts_deep() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0);
+    assert!(close(a.rate(), 14.0), "{}", a.rate());
+    a.cut(2 * S, S, 0);
+    assert!(close(a.rate(), 9.8), "{}", a.rate());
+}
+
+#[test]
+fn time_with_grants_climbs_to_a_plateau_under_the_refused_rate_and_holds() {
+    let mut a = AdaptiveRate::new(20.0);
+    assert!(a.cut(S, S, 0), "a deep cut sits out the cooldown");
+    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64);
+    assert!(close(a.rate(), 20.0 * PLATEAU), "{}", a.rate());
+    run_for(&mut a, t, 1);
+    assert!(
+        a.rate() - 20.0 * PLATEAU < 0.1,
+        "barely moves: {}",
+        a.rate()
+    );
+}
+
+#[test]
+fn a_low_rate_recovers_as_fast_as_a_high_one() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0);
+    a.cut(2 * S, S, 0);
+    a.cut(3 * S, S, 0);
+    let low = a.rate();
+    assert!(low < 7.0, "{low}");
+    run_for(&mut a, 4 * S, RECOVERY_S as u64);
+    let refused = low / BETA;
+    assert!(
+        close(a.rate(), refused * (1.0 + BETA) / 2.0),
+        "at the lowered plateau after the same {RECOVERY_S} s: {}",
+        a.rate()
+    );
+}
+
+#[test]
+fn an_idle_bucket_gathers_no_credit() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0);
+    a.credit(102 * S, Some(2 * S));
+    assert_eq!(
+        a.trust_us, IDLE_CREDIT_US,
+        "only the stretch after the last grant"
+    );
+}
+
+#[test]
+fn a_failed_probe_returns_to_the_plateau_holds_and_does_not_stop_the_fleet() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0);
+    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 + 1);
+    let probing = a.rate();
+    let plateau = 20.0 * PLATEAU;
+    assert!(probing > plateau, "{probing}");
+    assert!(
+        a.refused_at(t),
+        "a 429 while probing needs no corroboration"
+    );
+    assert!(!a.cut(t, S, 0));
+    assert!(
+        close(a.rate(), (probing * PROBE_BETA).min(plateau)),
+        "{}",
+        a.rate()
+    );
+    assert_eq!(a.curve.as_ref().unwrap().k, HOLD_S);
+}
+
+#[test]
+fn a_probe_refused_far_above_its_plateau_settles_near_the_rate_the_429_answers() {
+    let mut a = AdaptiveRate::new(20.0);
+    for i in 0..3 {
+        a.cut(S + i * 1_100_000, S, 0);
+    }
+    let plateau = a.curve.as_ref().unwrap().w_max;
+    let t = run_for(&mut a, 5 * S, RECOVERY_S as u64 + 4);
+    let probing = a.rate();
+    assert!(probing > plateau + 4.0, "{probing} over {plateau}");
+    // Grants run a second ahead: the 429 answers the rate of 1.5 s ago.
+    let then = {
+        let c = a.curve.as_ref().unwrap();
+        c.rate_at(c.elapsed_us - 1_500_000, 20.0)
+    };
+    assert!(!a.cut(t, S, t + S));
+    let start = a.rate();
+    assert!(close(start, then * PROBE_BETA), "{start} for {then}");
+    assert!(start > plateau, "not back at the old plateau {plateau}");
+}
+
+#[test]
+fn a_429_while_holding_steps_down_a_little_without_stopping_the_fleet() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0);
+    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 - 1);
+    let holding = a.rate();
+    assert!(holding >= 0.95 * 20.0 * PLATEAU, "{holding}");
+    assert!(!a.cut(t, S, 0));
+    assert!(close(a.rate(), holding * DRIFT_BETA), "{}", a.rate());
+}
+
+#[test]
+fn a_rare_429_among_many_grants_is_noise() {
+    let mut a = AdaptiveRate::new(20.0);
+    for i in 0..200 {
+        a.on_grant(i * S / 20);
+    }
+    assert!(!a.refused_at(10 * S), "1 in 200");
+    for _ in 0..8 {
+        a.refused_at(10 * S);
+    }
+    assert!(a.refused_at(10 * S), "10 in 200 is the provider's answer");
+}
+
+#[test]
+fn past_the_plateau_the_rate_climbs_back_to_the_cap_and_forgets_the_cut() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0);
+    a.cut(2 * S, S, 0);
+    run_for(&mut a, 3 * S, 60);
+    assert_eq!(a.rate(), 20.0);
+    assert!(!a.is_reduced());
+}
+
+#[test]
+fn the_rate_never_falls_below_the_floor() {
+    let mut a = AdaptiveRate::new(10.0);
+    let mut t = S;
+    while a.pause.is_none() {
+        a.cut(t, S, 0);
+        t += S;
+    }
+    a.on_grant(t);
+    a.credit(t + MATURITY_US, Some(t));
+    for _ in 0..100 {
+        t += S;
+        a.cut(t, S, 0);
+    }
+    assert!(close(a.rate(), a.floor()), "{}", a.rate());
+    assert!(a.rate() > 0.0);
+}
+
+#[test]
+fn cuts_with_no_success_between_them_down_past_the_pause_share_are_an_outage() {
+    let mut a = AdaptiveRate::new(20.0);
+    let mut t = S;
+    while a.pause.is_none() {
+        a.cut(t, S, 0);
+        t += S;
+        assert!(t < 10 * S, "never paused");
+    }
+    assert_eq!(a.rate(), 20.0, "the memory survives the outage");
+    assert_eq!(a.pacing_rps(), 1.0, "one probe per cooldown");
+    a.on_grant(t);
+    a.refuse_probe(S);
+    a.credit(t + 5 * S, Some(t));
+    assert!(a.pause.is_some(), "a refused probe keeps the pause");
+    a.on_grant(t + 6 * S);
+    a.credit(t + 6 * S + MATURITY_US, Some(t + 6 * S));
+    assert!(a.pause.is_none(), "a matured probe ends it");
+    assert_eq!(a.rate(), 20.0);
+}
+
+#[test]
+fn a_limit_that_truly_fell_is_cut_after_one_resume() {
+    let mut a = AdaptiveRate::new(20.0);
+    let mut t = S;
+    while a.pause.is_none() {
+        a.cut(t, S, 0);
+        t += S;
+    }
+    a.on_grant(t);
+    a.credit(t + MATURITY_US, Some(t));
+    assert!(a.pause.is_none());
+    for _ in 0..6 {
+        t += S;
+        a.cut(t, S, 0);
+    }
+    assert!(a.pause.is_none(), "no second pause right after a resume");
+    assert!(a.rate() < 3.0, "{}", a.rate());
+}
+
+#[test]
+fn a_rules_flip_keeps_the_cut_unless_stricter() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0);
+    a.cut(2 * S, S, 0);
+    assert!(close(a.rate(), 9.8));
+    a.set_cap(40.0);
+    assert!(close(a.rate(), 9.8), "{}", a.rate());
+    a.set_cap(5.0);
+    assert_eq!(a.rate(), 5.0);
+    a.set_cap(20.0);
+    assert!(
+        close(a.rate(), 9.8),
+        "back to the cut, not to the cap: {}",
+        a.rate()
+    );
+}
+
+#[test]
+fn an_uncut_rate_follows_the_cap_both_ways() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.set_cap(40.0);
+    assert_eq!(a.rate(), 40.0);
+    a.set_cap(5.0);
+    assert_eq!(a.rate(), 5.0);
+}
+
+#[test]
+fn a_stated_limit_lowers_the_ceiling_and_a_higher_one_is_ignored() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.state_limit(15.0);
+    assert_eq!(a.rate(), 15.0);
+    assert!(a.is_reduced());
+    a.state_limit(50.0);
+    assert_eq!(a.rate(), 20.0, "never above the rules");
+    a.cut(S, S, 0);
+    a.state_limit(18.0);
+    assert!(
+        close(a.rate(), 14.0),
+        "a statement never lifts a cut: {}",
+        a.rate()
+    );
+}

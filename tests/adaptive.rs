@@ -1,0 +1,346 @@
+//! The gateway's adaptive rate and the provider's quota headers, on a fake
+//! clock: recovery in time, outages as pauses, rules flips, stated limits,
+//! spent quotas, and the wire forms that carry them.
+
+mod common;
+
+use common::gateway::{acquire, penalize};
+use paceline::gateway::{handle, GatewayConfig, GatewayCore};
+use paceline::protocol::{
+    decode, AcquireRequest, ObserveRequest, PacingRule, PenalizeRequest, QuotaReport,
+};
+use paceline::ErrorCode;
+
+const T0: u64 = 1_767_225_600_000;
+
+fn per_second(n: u64) -> PacingRule {
+    PacingRule::new(n, 1_000)
+}
+
+fn core() -> GatewayCore {
+    GatewayCore::new(GatewayConfig::default(), 7).unwrap()
+}
+
+fn rate(g: &mut GatewayCore, bucket: &str, now: u64) -> f64 {
+    g.bucket(bucket, None, now)
+        .unwrap()
+        .unwrap()
+        .effective_requests_per_second
+        .unwrap()
+}
+
+/// Drives a bucket like a saturated fleet: asks for a second's worth of
+/// permits whenever the gateway's last answer says to come back (looking
+/// every 100 ms) from `from` to `to`, calling `refused(t)` for
+/// each granted time to decide whether the provider answers it with a 429
+/// (reported with `Retry-After: 1`). Returns the times dispatched.
+fn drive(
+    g: &mut GatewayCore,
+    rules: &[PacingRule],
+    from: u64,
+    to: u64,
+    refused: impl Fn(u64) -> bool,
+) -> Vec<u64> {
+    let mut sent = Vec::new();
+    let mut pending: Vec<u64> = Vec::new();
+    let mut now = from;
+    let mut next_ask = from;
+    while now < to {
+        pending.sort_unstable();
+        while pending.first().is_some_and(|&t| t <= now) {
+            let t = pending.remove(0);
+            sent.push(t);
+            if refused(t) {
+                g.penalize(&penalize("org:p", 1_000), now).unwrap();
+            }
+        }
+        if now >= next_ask {
+            let mut req = acquire("org:p", rules, 20);
+            // A saturated client asks to be booked its next turn.
+            req.book_next_turn = true;
+            let r = g.acquire(&req, now).unwrap();
+            next_ask = now + r.wait_ms;
+            pending.extend(r.scheduled_at_ms.unwrap_or_default());
+        }
+        now += 100;
+    }
+    sent
+}
+
+#[test]
+fn after_a_15_s_outage_the_rule_is_back_within_seconds_not_minutes() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    let end = T0 + 20_000;
+    let sent = drive(&mut g, &rules, T0, T0 + 40_000, |t| {
+        (T0 + 5_000..end).contains(&t)
+    });
+    let during = sent
+        .iter()
+        .filter(|&&t| (T0 + 7_000..end).contains(&t))
+        .count();
+    assert!(
+        during <= 26,
+        "{during} calls sent into the outage's last 13 s"
+    );
+    assert!(
+        rate(&mut g, "org:p", end + 5_000) >= 19.0,
+        "the remembered rate, 5 s after the end: {}",
+        rate(&mut g, "org:p", end + 5_000)
+    );
+    let after = sent
+        .iter()
+        .filter(|&&t| (end + 5_000..end + 15_000).contains(&t))
+        .count();
+    assert!(
+        after >= 190,
+        "{after} calls in the 10 s from 5 s after the end"
+    );
+}
+
+#[test]
+fn a_cut_rate_climbs_back_in_time_however_few_calls_it_lets_through() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    // Three overloads in a row, nothing granted between them.
+    for i in 0..3 {
+        g.penalize(&penalize("org:p", 100), T0 + i * 1_100).unwrap();
+    }
+    let low = rate(&mut g, "org:p", T0 + 2_300);
+    assert!((low - 6.86).abs() < 1e-9, "{low}");
+    let sent = drive(&mut g, &rules, T0 + 2_300, T0 + 20_000, |_| false);
+    let back = rate(&mut g, "org:p", T0 + 20_000);
+    assert_eq!(back, 20.0, "{} calls in 17.7 s", sent.len());
+}
+
+#[test]
+fn a_rules_flip_never_lifts_a_cut_but_a_stricter_rule_lowers_it() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    g.penalize(&penalize("org:p", 100), T0).unwrap();
+    g.penalize(&penalize("org:p", 100), T0 + 1_100).unwrap();
+    let cut = rate(&mut g, "org:p", T0 + 2_000);
+    assert!((cut - 9.8).abs() < 1e-9, "{cut}");
+    let looser = [per_second(20).with_adaptive_max_rps(30.0)];
+    let r = g
+        .acquire(&acquire("org:p", &looser, 1), T0 + 2_100)
+        .unwrap();
+    assert!((r.effective_requests_per_second.unwrap() - 9.8).abs() < 0.01);
+    let stricter = [per_second(20).with_adaptive_max_rps(5.0)];
+    let r = g
+        .acquire(&acquire("org:p", &stricter, 1), T0 + 2_200)
+        .unwrap();
+    assert_eq!(r.effective_requests_per_second, Some(5.0));
+    let r = g.acquire(&acquire("org:p", &rules, 1), T0 + 2_300).unwrap();
+    assert!(
+        r.effective_requests_per_second.unwrap() < 10.0,
+        "back to the looser rule: still the cut, {:?}",
+        r.effective_requests_per_second
+    );
+}
+
+fn quota(observed_at_ms: u64) -> QuotaReport {
+    QuotaReport {
+        observed_at_ms,
+        limit: None,
+        window_ms: None,
+        remaining: None,
+        reset_at_ms: None,
+    }
+}
+
+fn observe(g: &mut GatewayCore, q: QuotaReport, now: u64) {
+    let req = ObserveRequest {
+        bucket_id: "org:p".into(),
+        rate_scope_token: None,
+        quota: q,
+        scheduler_schema: None,
+    };
+    g.observe(&req, now).unwrap();
+}
+
+#[test]
+fn a_stated_limit_under_the_rule_caps_the_rate_and_one_over_it_is_ignored() {
+    let mut g = core();
+    let rules = [per_second(25)];
+    g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    observe(
+        &mut g,
+        QuotaReport {
+            limit: Some(15),
+            ..quota(T0)
+        },
+        T0,
+    );
+    assert_eq!(
+        rate(&mut g, "org:p", T0),
+        15.0,
+        "read over the rule's window"
+    );
+    observe(
+        &mut g,
+        QuotaReport {
+            limit: Some(6_000),
+            window_ms: Some(60_000),
+            ..quota(T0)
+        },
+        T0,
+    );
+    assert_eq!(rate(&mut g, "org:p", T0), 25.0, "100/s is over the rule");
+    let r = g.acquire(&acquire("org:p", &rules, 30), T0 + 1).unwrap();
+    let times = r.scheduled_at_ms.unwrap();
+    assert!(times.windows(2).all(|w| w[1] - w[0] >= 40), "{times:?}");
+}
+
+#[test]
+fn a_spent_quota_books_the_timeline_past_its_reset_without_a_cut() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    let spent = |at| QuotaReport {
+        remaining: Some(0),
+        reset_at_ms: Some(T0 + 5_000),
+        ..quota(at)
+    };
+    // The first report starts the log of grants; the second is counted.
+    observe(&mut g, spent(T0 + 10), T0 + 10);
+    observe(&mut g, spent(T0 + 20), T0 + 20);
+    let r = g.acquire(&acquire("org:p", &rules, 5), T0 + 30).unwrap();
+    assert_eq!(r.granted, 0);
+    assert_eq!(r.wait_ms, 4_970, "until the reset");
+    assert_eq!(rate(&mut g, "org:p", T0 + 30), 20.0, "a pause, not a cut");
+    let after = g.acquire(&acquire("org:p", &rules, 2), T0 + 4_500).unwrap();
+    assert_eq!(after.scheduled_at_ms.unwrap()[0], T0 + 5_000);
+}
+
+#[test]
+fn permits_granted_after_a_report_come_off_its_remaining() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    observe(&mut g, quota(T0).clone_with(5, T0 + 10_000), T0);
+    let r = g.acquire(&acquire("org:p", &rules, 3), T0 + 100).unwrap();
+    assert_eq!(r.granted, 3);
+    observe(&mut g, quota(T0 + 60).clone_with(5, T0 + 10_000), T0 + 200);
+    let r = g.acquire(&acquire("org:p", &rules, 10), T0 + 300).unwrap();
+    assert_eq!(r.granted, 2, "5 left as of the report, 3 granted after it");
+}
+
+trait WithRemaining {
+    fn clone_with(self, remaining: u64, reset_at_ms: u64) -> QuotaReport;
+}
+
+impl WithRemaining for QuotaReport {
+    fn clone_with(self, remaining: u64, reset_at_ms: u64) -> QuotaReport {
+        QuotaReport {
+            remaining: Some(remaining),
+            reset_at_ms: Some(reset_at_ms),
+            ..self
+        }
+    }
+}
+
+#[test]
+fn a_provider_s_far_reset_parks_a_bucket_for_a_minute_at_most() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    let forever = quota(T0).clone_with(0, T0 + 86_400_000);
+    observe(&mut g, forever.clone(), T0);
+    observe(&mut g, forever, T0);
+    let r = g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    assert_eq!(r.granted, 0);
+    assert!(r.wait_ms <= 60_000, "{}", r.wait_ms);
+}
+
+#[test]
+fn quota_rides_on_acquire_and_penalize_and_has_its_own_endpoint() {
+    let mut g = core();
+    let body = br#"{"bucketId":"org:p","rules":[{"requestsPerWindow":20,"windowMs":1000}],
+        "requested":1,"quota":{"observedAtMs":1767225600000,"limit":10}}"#;
+    let r = handle(&mut g, "POST", "/v1/rate/acquire", body, T0);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.contains(r#""effectiveRequestsPerSecond":10.0"#),
+        "{}",
+        r.body
+    );
+    let body = br#"{"bucketId":"org:p","quota":{"observedAtMs":1767225600000,"limit":20}}"#;
+    let r = handle(&mut g, "POST", "/v1/rate/observe", body, T0);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.contains(r#""effectiveRequestsPerSecond":20.0"#),
+        "{}",
+        r.body
+    );
+    let body = br#"{"bucketId":"org:unknown","quota":{"observedAtMs":1767225600000,"limit":5}}"#;
+    let r = handle(&mut g, "POST", "/v1/rate/observe", body, T0);
+    assert_eq!((r.status, r.body.as_str()), (200, "{}"), "no bucket made");
+    assert_eq!(g.bucket_count(), 1);
+    let r = handle(&mut g, "GET", "/v1/rate/observe", b"", T0);
+    assert_eq!(r.status, 405);
+}
+
+#[test]
+fn malformed_quota_reports_are_refused_by_field() {
+    for (body, field) in [
+        (
+            r#"{"bucketId":"b","quota":{"limit":5}}"#,
+            "quota.observedAtMs",
+        ),
+        (
+            r#"{"bucketId":"b","quota":{"observedAtMs":1,"limit":0}}"#,
+            "quota.limit",
+        ),
+        (
+            r#"{"bucketId":"b","quota":{"observedAtMs":1,"limit":-3}}"#,
+            "quota.limit",
+        ),
+        (
+            r#"{"bucketId":"b","quota":{"observedAtMs":1,"remaining":"x"}}"#,
+            "quota.remaining",
+        ),
+        (
+            r#"{"bucketId":"b","quota":{"observedAtMs":1,"windowMs":1000}}"#,
+            "quota",
+        ),
+        (r#"{"bucketId":"b","quota":7}"#, "quota"),
+        (r#"{"bucketId":"b"}"#, "quota"),
+    ] {
+        let e = decode::<ObserveRequest>(body.as_bytes()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput);
+        assert!(e.message.contains(field), "{body}: {}", e.message);
+    }
+    let bad_acquire = br#"{"bucketId":"b","rules":[{"requestsPerWindow":1,"windowMs":1000}],"requested":1,"quota":{"observedAtMs":-1}}"#;
+    assert!(decode::<AcquireRequest>(bad_acquire).is_err());
+    let bad_penalize = br#"{"bucketId":"b","cooldownMs":5,"quota":[]}"#;
+    assert!(decode::<PenalizeRequest>(bad_penalize).is_err());
+}
+
+#[test]
+fn a_snapshot_keeps_the_adaptive_memory_and_the_quota_window() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    drive(&mut g, &rules, T0, T0 + 12_000, |t| t >= T0 + 3_000);
+    observe(
+        &mut g,
+        quota(T0 + 12_000).clone_with(0, T0 + 20_000),
+        T0 + 12_000,
+    );
+    observe(
+        &mut g,
+        quota(T0 + 12_000).clone_with(0, T0 + 20_000),
+        T0 + 12_000,
+    );
+    let bytes = g.snapshot();
+    let mut back = GatewayCore::restore(&bytes, GatewayConfig::default()).unwrap();
+    assert_eq!(back.snapshot(), bytes);
+    for core in [&mut g, &mut back] {
+        let r = core
+            .acquire(&acquire("org:p", &rules, 1), T0 + 12_100)
+            .unwrap();
+        assert_eq!(r.granted, 0);
+    }
+}

@@ -100,7 +100,7 @@ describe("an aborted wait", () => {
 
   test("of a tool slot names the slot and keeps a non-Error reason", async () => {
     // An unpaced tool waits on nothing but its slot.
-    const g = governor({ resolvePacing: () => null, policy: { concurrency: { maxToolConcurrency: 1 } } });
+    const g = governor({ resolvePacing: () => ({ unpaced: true }), policy: { concurrency: { maxToolConcurrency: 1 } } });
     const held = await g.acquireToolSlot("t");
     const controller = new AbortController();
     const waiting = g.acquireToolSlot("t", { signal: controller.signal });

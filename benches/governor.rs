@@ -14,7 +14,9 @@ use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use paceline::client::{GatewayPort, GatewayRateState, PacerOptions, PermitRequest, Runtime};
+use paceline::client::{
+    GatewayPort, GatewayRateState, PacerOptions, PermitRequest, Runtime, DEFAULT_LEAD_MS,
+};
 use paceline::governor::{
     Adapter, BudgetKind, Governor, GovernorConfig, PacingDeclaration, PolicyOverrides, RunScope,
     Slots, ToolPacing,
@@ -30,9 +32,9 @@ const BATCH: usize = 900;
 const BATCHES_PER_ROUND: usize = 20;
 const TOOL: &str = "apollo.search";
 
-/// A million a second: a block's thousand permits share one millisecond,
-/// so once it has passed every cached permit is due, none is spaced from
-/// the one before, and a draw never sleeps.
+/// A million a second: a block's thousand permits share about one
+/// millisecond, so once it has passed every cached permit is due (and still
+/// within the gateway's 25 ms tolerance) and a draw never sleeps.
 fn rules() -> Vec<PacingRule> {
     vec![PacingRule::new(1_000_000, 1_000)]
 }
@@ -60,7 +62,11 @@ impl World {
         let rt = SimRuntime::new(T0);
         let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
         let clock: Rc<dyn Clock> = Rc::new(rt.clone());
-        let core = paceline::gateway::GatewayCore::new(Default::default(), 1).unwrap();
+        let config = paceline::gateway::GatewayConfig {
+            window_guard_ms: 25,
+            ..Default::default()
+        };
+        let core = paceline::gateway::GatewayCore::new(config, 1).unwrap();
         let port: Rc<dyn GatewayPort> =
             Rc::new(paceline::client::InProcessGateway::new(core, clock));
         let pacer = GatewayRateState::new(port, runtime.clone(), PacerOptions::default());
@@ -99,15 +105,18 @@ impl World {
         }
     }
 
-    /// A fresh world whose pacer holds a block of due permits: one call
-    /// takes a permit through a refill, then a second passes.
+    /// A fresh world whose pacer holds a block of due permits: two calls
+    /// at once (a burst asks for the horizon) take permits through a refill,
+    /// then the block's two milliseconds pass.
     fn warm() -> Self {
         let w = World::new();
-        let governor = w.governor.clone();
-        w.rt.spawn(Box::pin(async move {
-            drop(governor.acquire_tool_slot(TOOL, None).await.unwrap());
-        }));
-        w.rt.run_until(T0 + 1_000);
+        for _ in 0..2 {
+            let governor = w.governor.clone();
+            w.rt.spawn(Box::pin(async move {
+                drop(governor.acquire_tool_slot(TOOL, None).await.unwrap());
+            }));
+        }
+        w.rt.run_until(T0 + DEFAULT_LEAD_MS + 2);
         w
     }
 

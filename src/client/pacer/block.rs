@@ -78,16 +78,27 @@ impl Block {
     /// Permits this isolate will not use: with draws at `rate_per_s`, the
     /// isolate takes about `rate * span` of the permits over the block's
     /// remaining span, so it keeps that many of the earliest (at least the
-    /// next one, whose time is too near to help anyone else) and gives the
-    /// later ones up while they are still far enough ahead to serve
-    /// another isolate.
-    pub fn surplus(&mut self, now: Millis, clock: &ClockSync, rate_per_s: f64) -> Vec<Slot> {
+    /// next one) and gives the later ones up. Those due within `reach` of
+    /// now stay too: a time given back must still be ahead when another
+    /// isolate could be granted it.
+    pub fn surplus(
+        &mut self,
+        now: Millis,
+        clock: &ClockSync,
+        rate_per_s: f64,
+        reach: Millis,
+    ) -> Vec<Slot> {
         let span = self
             .slots
             .back()
             .and_then(|s| s.at)
             .map_or(0, |at| clock.to_local(at).saturating_sub(now));
-        let keep = 1 + (rate_per_s * span as f64 / 1_000.0) as usize;
+        let too_near = self
+            .slots
+            .iter()
+            .take_while(|s| s.at.is_none_or(|at| clock.to_local(at) < now + reach))
+            .count();
+        let keep = (1 + (rate_per_s * span as f64 / 1_000.0) as usize).max(too_near);
         if keep >= self.slots.len() {
             return Vec::new();
         }
@@ -182,18 +193,24 @@ mod tests {
         let times: Vec<Millis> = (1..=20).map(|i| 1_000 + 50 * i).collect();
         let mut b = block(&times);
         assert_eq!(
-            b.surplus(1_000, &clock, 0.0).len(),
+            b.surplus(1_000, &clock, 0.0, 0).len(),
             19,
             "no demand: all but the next"
         );
         let mut b = block(&times);
-        let returned = b.surplus(1_000, &clock, 10.0);
+        assert_eq!(
+            b.surplus(1_000, &clock, 0.0, 120).len(),
+            18,
+            "none due within the reach of another isolate goes back"
+        );
+        let mut b = block(&times);
+        let returned = b.surplus(1_000, &clock, 10.0, 0);
         assert_eq!(b.slots.len(), 11, "half the rate keeps about half");
         assert_eq!(returned.len(), 9);
         assert_eq!(returned[0].at, Some(1_600), "the later ones go back");
         let mut b = block(&times);
         assert!(
-            b.surplus(1_000, &clock, 20.0).is_empty(),
+            b.surplus(1_000, &clock, 20.0, 0).is_empty(),
             "full demand keeps all"
         );
     }

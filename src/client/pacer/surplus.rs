@@ -89,7 +89,10 @@ impl GatewayRateState {
             let rate = s.demand.rate_at(now);
             let gateway_now = now.saturating_add_signed(s.clock.offset_ms());
             let block = s.block.as_mut()?;
-            let slots = block.surplus(now, &s.clock, rate);
+            // A returned time must reach the gateway and then another
+            // isolate before it passes: at least a round trip and a poll.
+            let reach = 2 * s.clock.rtt_ms().max(super::DEFAULT_LEAD_MS) + REFILL_POLL_MS;
+            let slots = block.surplus(now, &s.clock, rate, reach);
             if !slots.is_empty() {
                 // Demand fell short of the block: a turn booked for more is
                 // not this isolate's to wait for.

@@ -27,6 +27,12 @@ export interface AcquireRequest {
   schedulerSchema?: string;
   /** The provider's latest quota headers (ignored by older gateways). */
   quota?: QuotaReport;
+  /** No granted time earlier than the gateway's now plus this (the answer's trip back). */
+  dispatchLeadMs?: number;
+  /** Granted times this client gives back unused, still ahead. */
+  returnedAtMs?: number[];
+  /** The client's callers drained its last block: book its next turn with this grant. */
+  bookNextTurn?: boolean;
 }
 
 /** A grant; `granted: 0` is a refusal to wait `waitMs`, not an error. */
@@ -41,6 +47,8 @@ export interface AcquireResponse {
   cooldownUntilMs?: number;
   /** The gateway's clock when it answered, to correct the client's skew. */
   serverNowMs?: number;
+  /** How late after its time a permit may still be dispatched; past it the permit is dead. */
+  dispatchToleranceMs?: number;
 }
 
 /** `POST /v1/rate/release`. */
@@ -50,6 +58,8 @@ export interface ReleaseRequest {
   rules: PacingRule[];
   leaseIds: string[];
   schedulerSchema?: string;
+  /** Granted times given back alone, when no acquire carried them. */
+  returnedAtMs?: number[];
 }
 
 export interface ReleaseResponse {

@@ -102,12 +102,14 @@ struct BucketState {
 }
 
 impl BucketState {
+    /// Nothing cached, waited on or owed. Unreported successes do not
+    /// count: the gateway's rate runs on its own clock and shows them only
+    /// to people, so a bucket known only from `observe_success` may go.
     fn is_idle(&self) -> bool {
         self.block.is_none()
             && self.waiters == 0
             && self.refill.is_idle()
             && !self.watching
-            && self.pending_successes == 0
             && self.quota.is_idle()
     }
 }
@@ -428,5 +430,39 @@ struct RuntimeClock(Rc<dyn Runtime>);
 impl crate::time::Clock for RuntimeClock {
     fn now_ms(&self) -> Millis {
         self.0.now_ms()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimRuntime;
+
+    #[test]
+    fn the_client_never_forgets_bug_idle_buckets_are_dropped_past_max_idle_buckets() {
+        let rt = SimRuntime::new(1_767_225_600_000);
+        let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
+        let state = GatewayRateState::local(runtime, PacerOptions::default(), 1);
+        for i in 0..3 * MAX_IDLE_BUCKETS {
+            let rules = [PacingRule::new(1_000, 1_000)];
+            let bucket = format!("b{i}");
+            state.observe_success(&bucket);
+            let (s, b) = (state.clone(), bucket.clone());
+            rt.spawn(Box::pin(async move {
+                drop(
+                    s.acquire(PermitRequest {
+                        bucket_id: &b,
+                        rate_scope_token: None,
+                        rules: &rules,
+                        signal: None,
+                    })
+                    .await
+                    .unwrap(),
+                );
+            }));
+            rt.run_to_completion();
+        }
+        let held = state.inner.buckets.borrow().len();
+        assert!(held <= MAX_IDLE_BUCKETS + 1, "{held} buckets held");
     }
 }

@@ -7,7 +7,7 @@ use common::gateway::{acquire, densest_window, penalize, release};
 use paceline::gateway::{
     handle, mint_rate_scope_token, mint_run_scope_token, GatewayConfig, GatewayCore,
 };
-use paceline::protocol::{BudgetCharge, ChargeRequest, PacingRule};
+use paceline::protocol::{ChargeRequest, PacingRule};
 use paceline::time::{Clock, FakeClock};
 use paceline::ErrorCode;
 
@@ -22,19 +22,7 @@ fn core() -> GatewayCore {
 }
 
 fn charge(run: &str, id: &str, charges: &[(&str, u64, u64)]) -> ChargeRequest {
-    ChargeRequest {
-        root_run_id: run.into(),
-        reservation_id: id.into(),
-        run_scope_token: None,
-        charges: charges
-            .iter()
-            .map(|(key, amount, limit)| BudgetCharge {
-                key: (*key).into(),
-                amount: *amount,
-                limit: *limit,
-            })
-            .collect(),
-    }
+    common::gateway::charge(run, id, None, charges)
 }
 
 #[test]

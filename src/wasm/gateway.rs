@@ -238,13 +238,12 @@ pub fn mint_rate_scope_token(
     #[wasm_bindgen(unchecked_param_type = "string")] bucket_id: JsValue,
     #[wasm_bindgen(unchecked_param_type = "number")] expires_at_ms: JsValue,
 ) -> Result<String, JsValue> {
-    let secret = string(&secret, "secret", limits::MAX_TOKEN_BYTES)?;
-    let bucket_id = string(&bucket_id, "bucketId", limits::MAX_ID_BYTES)?;
-    Ok(gateway::mint_rate_scope_token(
-        secret.as_bytes(),
-        &bucket_id,
-        time(&expires_at_ms, "expiresAtMs")?,
-    ))
+    mint(
+        gateway::mint_rate_scope_token,
+        &secret,
+        (&bucket_id, "bucketId"),
+        &expires_at_ms,
+    )
 }
 
 /// A token for the budget charges of the run `rootRunId`, for a gateway
@@ -255,11 +254,26 @@ pub fn mint_run_scope_token(
     #[wasm_bindgen(unchecked_param_type = "string")] root_run_id: JsValue,
     #[wasm_bindgen(unchecked_param_type = "number")] expires_at_ms: JsValue,
 ) -> Result<String, JsValue> {
-    let secret = string(&secret, "secret", limits::MAX_TOKEN_BYTES)?;
-    let root_run_id = string(&root_run_id, "rootRunId", limits::MAX_ID_BYTES)?;
-    Ok(gateway::mint_run_scope_token(
+    mint(
+        gateway::mint_run_scope_token,
+        &secret,
+        (&root_run_id, "rootRunId"),
+        &expires_at_ms,
+    )
+}
+
+/// Reads a token's arguments as hostile JS values, then mints it.
+fn mint(
+    minter: fn(&[u8], &str, u64) -> String,
+    secret: &JsValue,
+    (id, id_name): (&JsValue, &str),
+    expires_at_ms: &JsValue,
+) -> Result<String, JsValue> {
+    let secret = string(secret, "secret", limits::MAX_TOKEN_BYTES)?;
+    let id = string(id, id_name, limits::MAX_ID_BYTES)?;
+    Ok(minter(
         secret.as_bytes(),
-        &root_run_id,
-        time(&expires_at_ms, "expiresAtMs")?,
+        &id,
+        time(expires_at_ms, "expiresAtMs")?,
     ))
 }

@@ -592,11 +592,12 @@ fn a_429_for_a_tool_penalizes_the_bucket_its_permit_came_from() {
             .unwrap();
     });
     let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
-    // Each of the two acquires' first permit came one dispatch lead after
-    // it asked.
+    // The first acquire's permit came one default dispatch lead after it
+    // asked; the second bucket starts from the first one's clock, so its
+    // lead is half the in-process round trip (0) plus a millisecond.
     assert_eq!(
         cooldown("org:apollo:cred-x"),
-        Some(T0 + 2 * DEFAULT_LEAD_MS + 2_000)
+        Some(T0 + DEFAULT_LEAD_MS + 1 + 2_000)
     );
     assert_eq!(cooldown("org:apollo:cred-y"), None);
     assert_eq!(cooldown("org:apollo"), None, "no org bucket was made");

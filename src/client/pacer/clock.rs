@@ -13,7 +13,7 @@ const SAMPLES: usize = 8;
 /// in the same region. A guess too short costs one more round trip, once.
 pub const DEFAULT_LEAD_MS: Millis = 20;
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(super) struct ClockSync {
     /// `(gateway clock minus ours, round trip)` of recent answers.
     samples: VecDeque<(i64, Millis)>,

@@ -127,6 +127,10 @@ struct Inner {
     /// The port or the gateway refused an observe: quota reports ride on
     /// acquires only.
     observe_refused: Cell<bool>,
+    /// The latest clock estimate of any bucket: a bucket met for the first
+    /// time starts from it (its gateway is the same port), so its first
+    /// permit needs no guessed lead.
+    clock_seed: RefCell<ClockSync>,
 }
 
 /// Client side of the rate contract against a shared gateway.
@@ -147,6 +151,7 @@ impl GatewayRateState {
                 release_seq: Cell::new(0),
                 release_failure: RefCell::new(None),
                 observe_refused: Cell::new(false),
+                clock_seed: RefCell::new(ClockSync::default()),
             }),
         }
     }
@@ -379,7 +384,12 @@ impl GatewayRateState {
         if !buckets.contains_key(bucket_id) && buckets.len() >= MAX_IDLE_BUCKETS {
             buckets.retain(|_, s| !s.is_idle());
         }
-        f(buckets.entry(bucket_id.to_owned()).or_default())
+        f(buckets
+            .entry(bucket_id.to_owned())
+            .or_insert_with(|| BucketState {
+                clock: self.inner.clock_seed.borrow().clone(),
+                ..BucketState::default()
+            }))
     }
 }
 

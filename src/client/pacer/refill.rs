@@ -250,6 +250,7 @@ impl GatewayRateState {
             .get_mut(bucket_id)
             .expect("landing on a known bucket");
         state.clock.sample(response.server_now_ms, sent, received);
+        *self.inner.clock_seed.borrow_mut() = state.clock.clone();
         if let Some(rps) = response.effective_requests_per_second {
             state.effective_rps = Some(rps);
         }

@@ -75,9 +75,16 @@ fn dead_isolates_leases_never_let_more_than_max_concurrency_through_and_expire()
     let ttl = config.gateway.lease_ttl_ms;
     let after_ttl = DEATHS_AT_MS + ttl + 2_000;
     let after = r.dispatches_between(after_ttl, after_ttl + 10_000) as f64 / 10.0;
+    let during = r.dispatches_between(DEATHS_AT_MS, DEATHS_AT_MS + 4_000) as f64 / 4.0;
     assert!(before > 8.0, "the slots bind at about 10 calls/s: {before}");
     assert!(
-        after >= before * 0.95,
+        during < before / 2.0,
+        "the dead isolates held their slots until the TTL: {during}"
+    );
+    // Half the callers are left, so their rate wobbles a little more under
+    // the slot bound than the whole fleet's did.
+    assert!(
+        after >= before * 0.9,
         "capacity returned within the lease TTL: {before} then {after}"
     );
 }

@@ -752,3 +752,19 @@ fn http_routes_map_errors_to_statuses_and_coded_bodies() {
         view.body
     );
 }
+
+#[test]
+fn leases_riding_on_an_acquire_are_ended_before_it_grants() {
+    let mut g = core();
+    let rules = [per_second(20).with_max_concurrency(1)];
+    let first = g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    let refused = g.acquire(&acquire("org:p", &rules, 1), T0 + 100).unwrap();
+    assert_eq!(refused.granted, 0, "the one slot is held");
+    let mut next = acquire("org:p", &rules, 1);
+    next.released_lease_ids = first.lease_ids.unwrap();
+    let granted = g.acquire(&next, T0 + 100).unwrap();
+    assert_eq!(
+        granted.granted, 1,
+        "the ridden release freed the slot first"
+    );
+}

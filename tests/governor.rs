@@ -110,12 +110,14 @@ impl Rig {
             .unwrap()
     }
 
+    /// Every lease handed back, alone or riding on an acquire.
     fn released(&self) -> Vec<String> {
-        self.port
-            .releases
-            .borrow()
+        let alone = self.port.releases.borrow();
+        let riding = self.port.acquires.borrow();
+        alone
             .iter()
             .flat_map(|r| r.lease_ids.clone())
+            .chain(riding.iter().flat_map(|a| a.released_lease_ids.clone()))
             .collect()
     }
 }

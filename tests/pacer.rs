@@ -434,3 +434,24 @@ fn a_permit_bought_with_one_scope_token_never_serves_a_caller_with_another() {
         Some("another-token")
     );
 }
+
+#[test]
+fn a_lease_released_just_before_the_next_acquire_rides_on_it() {
+    let (rt, port, pacer) = setup(0);
+    let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(1)];
+    let (p, r) = (pacer.clone(), rules.clone());
+    block_on(&rt, async move {
+        drop(take(&p, &r, None).await.unwrap());
+        drop(take(&p, &r, None).await.unwrap());
+    });
+    let acquires = port.acquires.borrow();
+    assert_eq!(acquires.len(), 2, "the only slot was free again at once");
+    assert_eq!(acquires[1].released_lease_ids.len(), 1);
+    let releases = port.releases.borrow();
+    assert_eq!(
+        releases.len(),
+        1,
+        "only the last lease, which nothing else would carry, goes alone"
+    );
+    assert_ne!(releases[0].lease_ids, acquires[1].released_lease_ids);
+}

@@ -33,6 +33,8 @@ export interface AcquireRequest {
   returnedAtMs?: number[];
   /** The client's callers drained its last block: book its next turn with this grant. */
   bookNextTurn?: boolean;
+  /** Leases the client is done with, ended before the grant (sent only to gateways that announce dispatchToleranceMs). */
+  releasedLeaseIds?: string[];
 }
 
 /** A grant; `granted: 0` is a refusal to wait `waitMs`, not an error. */

@@ -159,6 +159,11 @@ impl GatewayCore {
         bucket.mature(now);
         bucket.returns.prune(now_ms);
         bucket.returns.give_back(&req.returned_at_ms, now_ms);
+        if !req.released_lease_ids.is_empty() {
+            bucket
+                .leases
+                .release(&req.released_lease_ids, now, lease_ttl);
+        }
         if let Some(report) = &req.quota {
             bucket.observe_quota(report, now);
         }

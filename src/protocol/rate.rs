@@ -41,6 +41,13 @@ pub struct AcquireRequest {
     /// `waitMs`) instead of letting it come back to be refused.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub book_next_turn: bool,
+    /// Leases this client is done with, riding on the acquire instead of a
+    /// release of their own; the gateway ends them before it grants. A
+    /// client sends them only to a gateway that announced
+    /// `dispatchToleranceMs` (an older one would ignore them, leaving the
+    /// leases to their TTL).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub released_lease_ids: Vec<String>,
     /// What the provider last said about its quota.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaReport>,
@@ -61,6 +68,10 @@ impl Message for AcquireRequest {
             dispatch_lead_ms: f.opt_integer("dispatchLeadMs", 0, limits::MAX_DISPATCH_LEAD_MS)?,
             returned_at_ms: returned_times(&f)?,
             book_next_turn: f.opt_bool("bookNextTurn")?.unwrap_or(false),
+            released_lease_ids: match f.opt_array("releasedLeaseIds", limits::MAX_RELEASE_BATCH)? {
+                Some(items) => lease_id_list(&f, "releasedLeaseIds", items)?,
+                None => Vec::new(),
+            },
             quota: QuotaReport::from_fields(&f, "quota")?,
         })
     }

@@ -24,6 +24,14 @@ pub(super) struct PendingBatch {
     settled_upto: u64,
 }
 
+/// What an acquire carries back for the bucket.
+#[derive(Default)]
+pub(super) struct Riders {
+    pub returned: Vec<Millis>,
+    /// Leases with their place in the state's sequence of releases.
+    pub leases: Vec<(u64, String)>,
+}
+
 /// Where a released lease stands: its batch key and its place in the
 /// state's sequence of releases (places only grow, so a batch made anew
 /// after one was dropped never confuses an older ticket).
@@ -97,17 +105,49 @@ impl GatewayRateState {
         Some((key, place))
     }
 
-    /// The returned times waiting for the bucket's batch under these rules,
-    /// taken to ride on an acquire that is about to go.
-    pub(super) fn take_returns(&self, bucket_id: &str, rules_key: &str) -> Vec<Millis> {
+    /// What waits in the bucket's batch under these rules, taken to ride on
+    /// an acquire that is about to go: returned times, and leases when the
+    /// gateway is known to end leases that ride on acquires.
+    pub(super) fn take_riders(&self, bucket_id: &str, rules_key: &str) -> Riders {
+        let leases_too = self.inner.riders_welcome.get();
         let mut batches = self.inner.batches.borrow_mut();
-        match batches.get_mut(&batch_key(bucket_id, rules_key)) {
-            Some(pending) => {
-                let take = pending.returned.len().min(limits::MAX_REQUESTED as usize);
-                pending.returned.drain(..take).collect()
+        let Some(pending) = batches.get_mut(&batch_key(bucket_id, rules_key)) else {
+            return Riders::default();
+        };
+        let take = pending.returned.len().min(limits::MAX_REQUESTED as usize);
+        let returned = pending.returned.drain(..take).collect();
+        let leases = if leases_too {
+            let take = pending.lease_ids.len().min(limits::MAX_RELEASE_BATCH);
+            pending.lease_ids.drain(..take).collect()
+        } else {
+            Vec::new()
+        };
+        Riders { returned, leases }
+    }
+
+    /// The acquire that carried `leases` has answered (`delivered`) or
+    /// failed: their tickets settle, or they go back in line for a release
+    /// of their own.
+    pub(super) fn riders_done(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: &[PacingRule],
+        leases: Vec<(u64, String)>,
+        delivered: bool,
+    ) {
+        let Some(&(last, _)) = leases.last() else {
+            return;
+        };
+        let key = batch_key(bucket_id, &rules_signature(rules));
+        if delivered {
+            if let Some(pending) = self.inner.batches.borrow_mut().get_mut(&key) {
+                pending.settled_upto = pending.settled_upto.max(last);
             }
-            None => Vec::new(),
+            return;
         }
+        let ids = leases.into_iter().map(|(_, id)| id).collect();
+        self.queue(bucket_id, token, rules, ids, Vec::new());
     }
 
     /// Settles once the batch holding `ticket` has had its gateway call.

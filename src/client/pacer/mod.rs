@@ -127,6 +127,9 @@ struct Inner {
     /// The port or the gateway refused an observe: quota reports ride on
     /// acquires only.
     observe_refused: Cell<bool>,
+    /// The gateway announced a dispatch tolerance, so it is one that ends
+    /// leases riding on an acquire.
+    riders_welcome: Cell<bool>,
     /// The latest clock estimate of any bucket: a bucket met for the first
     /// time starts from it (its gateway is the same port), so its first
     /// permit needs no guessed lead.
@@ -151,6 +154,7 @@ impl GatewayRateState {
                 release_seq: Cell::new(0),
                 release_failure: RefCell::new(None),
                 observe_refused: Cell::new(false),
+                riders_welcome: Cell::new(false),
                 clock_seed: RefCell::new(ClockSync::default()),
             }),
         }

@@ -206,6 +206,9 @@ impl GatewayRateState {
                     s.quota.pending.take(),
                 )
             });
+        // A lease released a moment ago rides on this acquire instead of a
+        // release of its own.
+        let riders = self.take_riders(bucket_id, &target.rules_key);
         let request = AcquireRequest {
             bucket_id: bucket_id.to_owned(),
             rate_scope_token: target.token.clone(),
@@ -214,9 +217,10 @@ impl GatewayRateState {
             observed_successes,
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
             dispatch_lead_ms: Some(lead),
-            returned_at_ms: self.take_returns(bucket_id, &target.rules_key),
+            returned_at_ms: riders.returned,
             book_next_turn,
             quota,
+            released_lease_ids: riders.leases.iter().map(|(_, id)| id.clone()).collect(),
         };
         // The round trip is timed on the attempt that answered, not across
         // the pauses between retries.
@@ -225,7 +229,18 @@ impl GatewayRateState {
             sent.set(self.inner.rt.now_ms());
             self.inner.port.acquire(request.clone())
         })
-        .await?;
+        .await;
+        self.riders_done(
+            bucket_id,
+            target.token.clone(),
+            &target.rules,
+            riders.leases,
+            response.is_ok(),
+        );
+        let response = response?;
+        if response.dispatch_tolerance_ms.is_some() {
+            self.inner.riders_welcome.set(true);
+        }
         let (sent, received) = (sent.get(), self.inner.rt.now_ms());
         self.state(bucket_id, |s| {
             s.pending_successes = s.pending_successes.saturating_sub(observed_successes);

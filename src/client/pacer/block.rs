@@ -123,33 +123,6 @@ impl Block {
     }
 }
 
-/// A moving rate of draws (per second, decaying with a two-second time
-/// constant): an isolate's recent demand.
-#[derive(Default)]
-pub(super) struct DrawRate {
-    rate: f64,
-    at: Millis,
-}
-
-const DEMAND_TAU_MS: f64 = 2_000.0;
-
-impl DrawRate {
-    pub fn draw(&mut self, now: Millis) {
-        self.rate = self.rate_at(now) + 1_000.0 / DEMAND_TAU_MS;
-        self.at = now;
-    }
-
-    /// Leaves `ms` out of the decay (time the isolate had nothing to draw).
-    pub fn skip(&mut self, ms: Millis) {
-        self.at = self.at.saturating_add(ms);
-    }
-
-    pub fn rate_at(&self, now: Millis) -> f64 {
-        let elapsed = now.saturating_sub(self.at) as f64;
-        self.rate * (-elapsed / DEMAND_TAU_MS).exp()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,26 +186,5 @@ mod tests {
             b.surplus(1_000, &clock, 20.0, 0).is_empty(),
             "full demand keeps all"
         );
-    }
-
-    #[test]
-    fn the_draw_rate_follows_a_steady_demand_and_decays_when_it_stops() {
-        let mut d = DrawRate::default();
-        for t in 0..100 {
-            d.draw(t * 100);
-        }
-        let busy = d.rate_at(9_900);
-        assert!((9.0..11.0).contains(&busy), "{busy}");
-        assert!(d.rate_at(19_900) < 0.1, "{}", d.rate_at(19_900));
-    }
-
-    #[test]
-    fn time_without_permits_to_draw_is_left_out_of_the_decay() {
-        let mut d = DrawRate::default();
-        for t in 0..100 {
-            d.draw(t * 100);
-        }
-        d.skip(10_000);
-        assert!(d.rate_at(19_900) > 9.0);
     }
 }

@@ -3,14 +3,15 @@
 //! reserved for it on the bucket's one global timeline.
 //!
 //! Its parts: [`block`] (the permits of one refill and which are still
-//! good), [`refill`] (the single-flight request for a block sized to
-//! demand), [`clock`] (the gateway's clock as seen from here), [`giveback`]
+//! good), [`refill`] (the single-flight request for a block), [`demand`]
+//! (how large a block to ask for), [`clock`] (the gateway's clock as seen from here), [`giveback`]
 //! (leases and unused times going back in batches), and [`surplus`]
 //! (noticing permits this isolate will not use while they can still serve
 //! another).
 
 mod block;
 mod clock;
+mod demand;
 mod giveback;
 mod quota;
 mod refill;
@@ -27,8 +28,9 @@ use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{limits, rules_signature, PacingRule, PenalizeRequest, ReleaseRequest};
 use crate::time::Millis;
-use block::{Block, DrawRate, Slot};
+use block::{Block, Slot};
 use clock::ClockSync;
+use demand::DrawRate;
 use giveback::PendingBatch;
 use quota::QuotaState;
 pub use quota::{QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS};

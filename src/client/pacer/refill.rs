@@ -5,11 +5,12 @@ use std::collections::VecDeque;
 use std::future::Future;
 
 use super::block::{Block, Slot, LEGACY_TOLERANCE_MS};
+use super::demand::{block_size, horizon_budget, Demand};
 use super::{GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
 use crate::client::retry::with_retries;
 use crate::client::runtime::{abortable, AbortSignal, Event};
 use crate::error::{Detail, Error, ErrorCode, Result};
-use crate::protocol::{has_concurrency, limits, AcquireRequest, AcquireResponse, PacingRule};
+use crate::protocol::{has_concurrency, AcquireRequest, AcquireResponse, PacingRule};
 use crate::time::Millis;
 
 #[derive(Default)]
@@ -364,51 +365,6 @@ impl GatewayRateState {
     }
 }
 
-/// How many permits one refill asks for: what the isolate will use within
-/// the horizon. That is at least every caller waiting now, and the recent
-/// draw rate's worth of the horizon (a rate measured while the isolate had
-/// permits to draw); a lone caller asks for one. Concurrency permits hold
-/// scarce slots, so only the waiting callers' worth.
-pub(super) struct Demand {
-    pub waiters: u64,
-    pub draw_rate_per_s: f64,
-    /// The last block ran out with callers still wanting more: a closed
-    /// loop of callers that will use every permit the horizon holds (an
-    /// over-sized block costs nothing: what goes unused goes back).
-    pub draining: bool,
-}
-
-pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Millis) -> u64 {
-    let configured = rules
-        .iter()
-        .map(PacingRule::requests_per_second)
-        .fold(f64::INFINITY, f64::min);
-    // The gateway spaces every permit evenly, so a block may span more than
-    // one rule window; only the horizon bounds it.
-    let horizon_budget =
-        ((configured * horizon_ms as f64 / 1_000.0) as u64 + 1).clamp(1, limits::MAX_REQUESTED);
-    if let Some(max) = rules.iter().filter_map(|r| r.max_concurrency).min() {
-        return demand.waiters.max(1).min(max).min(horizon_budget);
-    }
-    let recent = if demand.draining {
-        horizon_budget
-    } else {
-        ((demand.draw_rate_per_s * horizon_ms as f64 / 1_000.0) as u64).min(horizon_budget)
-    };
-    recent.max(demand.waiters).clamp(1, limits::MAX_REQUESTED)
-}
-
-/// The most permits one block can hold: the horizon's worth at the
-/// configured rate. The gateway spaces every permit evenly, so a block may
-/// span more than one rule window; only the horizon bounds it.
-fn horizon_budget(rules: &[PacingRule], horizon_ms: Millis) -> u64 {
-    let configured = rules
-        .iter()
-        .map(PacingRule::requests_per_second)
-        .fold(f64::INFINITY, f64::min);
-    ((configured * horizon_ms as f64 / 1_000.0) as u64 + 1).clamp(1, limits::MAX_REQUESTED)
-}
-
 /// A grant must carry one lease per permit exactly when the rules bound
 /// concurrency, and finite times; a grant without times (an older gateway)
 /// is usable at once.
@@ -451,62 +407,4 @@ fn validate_grant(
             lease: if concurrency { leases.next() } else { None },
         })
         .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rate(n: u64) -> Vec<PacingRule> {
-        vec![PacingRule::new(n, 1_000)]
-    }
-
-    fn block_size(rules: &[PacingRule], waiters: u64, rate: f64, horizon_ms: Millis) -> u64 {
-        let demand = Demand {
-            waiters,
-            draw_rate_per_s: rate,
-            draining: false,
-        };
-        super::block_size(rules, &demand, horizon_ms)
-    }
-
-    #[test]
-    fn a_lone_caller_asks_for_one_permit() {
-        assert_eq!(block_size(&rate(20), 1, 0.0, 1_000), 1);
-        assert_eq!(block_size(&rate(20), 1, 0.4, 1_000), 1);
-    }
-
-    #[test]
-    fn a_burst_asks_for_every_waiting_caller() {
-        assert_eq!(block_size(&rate(20), 8, 0.0, 1_000), 8);
-    }
-
-    #[test]
-    fn a_steady_draw_rate_asks_for_the_horizons_worth_of_it() {
-        assert_eq!(block_size(&rate(20), 1, 10.0, 1_000), 10);
-        assert_eq!(
-            block_size(&rate(20), 1, 50.0, 1_000),
-            21,
-            "capped by the horizon"
-        );
-        assert_eq!(block_size(&rate(20), 1, 50.0, 2_000), 41);
-    }
-
-    #[test]
-    fn callers_that_drain_a_block_and_come_straight_back_ask_for_the_whole_horizon() {
-        let demand = Demand {
-            waiters: 8,
-            draw_rate_per_s: 0.0,
-            draining: true,
-        };
-        assert_eq!(super::block_size(&rate(20), &demand, 1_000), 21);
-        assert_eq!(super::block_size(&rate(20), &demand, 2_000), 41);
-    }
-
-    #[test]
-    fn concurrency_blocks_hold_only_the_waiting_callers() {
-        let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(5)];
-        assert_eq!(block_size(&rules, 8, 30.0, 1_000), 5);
-        assert_eq!(block_size(&rules, 0, 0.0, 1_000), 1);
-    }
 }

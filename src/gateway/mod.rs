@@ -157,7 +157,6 @@ impl GatewayCore {
         bucket.concurrency.observe(&req.rules, now);
         bucket.retire(now);
         bucket.mature(now);
-        bucket.returns.prune(now_ms);
         bucket.returns.give_back(&req.returned_at_ms, now_ms);
         if !req.released_lease_ids.is_empty() {
             bucket
@@ -191,7 +190,6 @@ impl GatewayCore {
         let released = self.buckets.get_mut(&req.bucket_id).map_or(0, |b| {
             // Times come back only under the rules that spaced them.
             if !req.returned_at_ms.is_empty() && b.signature == signature {
-                b.returns.prune(now_ms);
                 b.returns.give_back(&req.returned_at_ms, now_ms);
             }
             b.leases

@@ -30,7 +30,7 @@ pub(crate) struct ReturnPool {
 
 impl ReturnPool {
     /// Forgets times before `now_ms`: nobody can dispatch them any more.
-    pub fn prune(&mut self, now_ms: u64) {
+    fn prune(&mut self, now_ms: u64) {
         for map in [&mut self.outstanding, &mut self.pooled] {
             while let Some(entry) = map.first_entry() {
                 if *entry.key() >= now_ms {
@@ -49,10 +49,12 @@ impl ReturnPool {
         }
     }
 
-    /// Takes back the times a client will not use; ignores any this
-    /// gateway did not grant, already has back, or that are not ahead of
-    /// `now_ms`. Returns how many it took.
+    /// Forgets the times that have passed, then takes back the times a
+    /// client will not use; ignores any this gateway did not grant, already
+    /// has back, or that are not ahead of `now_ms`. Returns how many it
+    /// took.
     pub fn give_back(&mut self, times: &[u64], now_ms: u64) -> u64 {
+        self.prune(now_ms);
         let mut taken = 0;
         for &at in times.iter().filter(|&&at| at > now_ms) {
             if take_one(&mut self.outstanding, at) {

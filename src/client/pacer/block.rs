@@ -34,6 +34,21 @@ pub(super) struct Block {
     pub tolerance_ms: Millis,
 }
 
+/// The leases of `slots`, and their times still ahead of `gateway_now`:
+/// what goes back to the gateway when they are given up.
+pub(super) fn leases_and_times(
+    slots: impl IntoIterator<Item = Slot>,
+    gateway_now: Millis,
+) -> (Vec<String>, Vec<Millis>) {
+    let mut leases = Vec::new();
+    let mut times = Vec::new();
+    for slot in slots {
+        leases.extend(slot.lease);
+        times.extend(slot.at.filter(|&at| at > gateway_now));
+    }
+    (leases, times)
+}
+
 /// A permit taken out of a block: when to dispatch it (our clock) and the
 /// latest moment it is still good.
 pub(super) struct Drawn {

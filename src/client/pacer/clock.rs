@@ -55,9 +55,9 @@ impl ClockSync {
         (server_ms as i64 - self.offset_ms).max(0) as Millis
     }
 
-    /// The gateway's clock minus ours.
-    pub fn offset_ms(&self) -> i64 {
-        self.offset_ms
+    /// The gateway's clock reading when ours reads `local_ms`.
+    pub fn to_gateway(&self, local_ms: Millis) -> Millis {
+        local_ms.saturating_add_signed(self.offset_ms)
     }
 
     pub fn rtt_ms(&self) -> Millis {

@@ -5,7 +5,7 @@
 //! bucket's next acquire when one goes out first, and a batch goes alone
 //! only when nothing else carried it.
 
-use super::block::Slot;
+use super::block::{leases_and_times, Slot};
 use super::GatewayRateState;
 use crate::client::retry::with_retries;
 use crate::error::Error;
@@ -53,13 +53,21 @@ impl GatewayRateState {
         slots: Vec<Slot>,
         now_on_gateway: Millis,
     ) {
-        let mut leases = Vec::new();
-        let mut times = Vec::new();
-        for slot in slots {
-            leases.extend(slot.lease);
-            times.extend(slot.at.filter(|&at| at > now_on_gateway));
-        }
+        let (leases, times) = leases_and_times(slots, now_on_gateway);
         self.queue(bucket_id, token, rules, leases, times);
+    }
+
+    /// Queues the leases of permits that may not be sent (dead, or inside
+    /// a cooldown): their times are void, only the leases go back.
+    pub(super) fn void(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: &[PacingRule],
+        slots: impl IntoIterator<Item = Slot>,
+    ) {
+        let leases = slots.into_iter().filter_map(|s| s.lease).collect();
+        self.queue(bucket_id, token, rules, leases, Vec::new());
     }
 
     /// Queues leases and returned times for the bucket's batch and starts

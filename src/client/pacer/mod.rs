@@ -28,7 +28,7 @@ use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{limits, rules_signature, PacingRule, PenalizeRequest, ReleaseRequest};
 use crate::time::Millis;
-use block::{Block, Slot};
+use block::{leases_and_times, Block, Slot};
 use clock::ClockSync;
 use demand::DrawRate;
 use giveback::PendingBatch;
@@ -232,7 +232,7 @@ impl GatewayRateState {
             // for them (a permit bought with one token never serves a caller
             // that brings another).
             let stale = state.block.take().expect("checked");
-            let gateway_now = now.saturating_add_signed(state.clock.offset_ms());
+            let gateway_now = state.clock.to_gateway(now);
             drop(buckets);
             self.give_back(
                 &target.bucket_id,
@@ -245,7 +245,10 @@ impl GatewayRateState {
         }
         let block = state.block.as_mut()?;
         let drawn = block.draw(now, &state.clock, &mut dead);
-        let (token, rules) = (block.token.clone(), block.rules.clone());
+        // Only a lease needs the block's scope to go back: a pure-rate
+        // permit, the hot path, takes nothing from it.
+        let leased = !dead.is_empty() || drawn.as_ref().is_some_and(|d| d.slot.lease.is_some());
+        let scope = leased.then(|| (block.token.clone(), block.rules.clone()));
         if block.slots.is_empty() {
             state.block = None;
             // Drained by a caller while nobody else waited: the block ran out
@@ -259,23 +262,29 @@ impl GatewayRateState {
             state.demand.draw(now);
         }
         drop(buckets);
-        let leases: Vec<String> = dead.into_iter().filter_map(|s| s.lease).collect();
-        self.queue(&target.bucket_id, token.clone(), &rules, leases, Vec::new());
+        let Some((token, rules)) = scope else {
+            let drawn = drawn?;
+            return Some((drawn.due, drawn.deadline, Permit::new(None, None)));
+        };
+        if !dead.is_empty() {
+            self.void(&target.bucket_id, token.clone(), &rules, dead);
+        }
         let drawn = drawn?;
-        let permit = self.permit(&target.bucket_id, token, rules, drawn.slot);
+        let permit = match drawn.slot.lease {
+            Some(lease_id) => self.leased_permit(&target.bucket_id, token, rules, lease_id),
+            None => Permit::new(None, None),
+        };
         Some((drawn.due, drawn.deadline, permit))
     }
 
-    fn permit(
+    /// A permit whose drop or `release()` hands its lease to the batch.
+    fn leased_permit(
         &self,
         bucket_id: &str,
         token: Option<String>,
         rules: Vec<PacingRule>,
-        slot: Slot,
+        lease_id: String,
     ) -> Permit {
-        let Some(lease_id) = slot.lease else {
-            return Permit::new(None, None);
-        };
         let weak: Weak<Inner> = Rc::downgrade(&self.inner);
         let bucket_id = bucket_id.to_owned();
         let id = lease_id.clone();
@@ -361,9 +370,8 @@ impl GatewayRateState {
             Some((token, rules, dropped))
         });
         if let Some((token, rules, dropped)) = dropped {
-            // The cut voids their times at the gateway; only leases go back.
-            let leases = dropped.into_iter().filter_map(|s| s.lease).collect();
-            self.queue(bucket_id, token, &rules, leases, Vec::new());
+            // The cut voids their times at the gateway.
+            self.void(bucket_id, token, &rules, dropped);
         }
         outcome.map(|_| ())
     }
@@ -407,24 +415,19 @@ impl Drop for Inner {
         let now = self.rt.now_ms();
         for (bucket_id, state) in self.buckets.get_mut().drain() {
             let Some(block) = state.block else { continue };
-            let gateway_now = now.saturating_add_signed(state.clock.offset_ms());
-            let mut request = ReleaseRequest {
+            let (lease_ids, returned_at_ms) =
+                leases_and_times(block.slots, state.clock.to_gateway(now));
+            if lease_ids.is_empty() && returned_at_ms.is_empty() {
+                continue;
+            }
+            let request = ReleaseRequest {
                 bucket_id,
                 rate_scope_token: block.token,
                 rules: block.rules,
-                lease_ids: Vec::new(),
+                lease_ids,
                 scheduler_schema: self.options.scheduler_schema.clone(),
-                returned_at_ms: Vec::new(),
+                returned_at_ms,
             };
-            for slot in block.slots {
-                request.lease_ids.extend(slot.lease);
-                request
-                    .returned_at_ms
-                    .extend(slot.at.filter(|&at| at > gateway_now));
-            }
-            if request.lease_ids.is_empty() && request.returned_at_ms.is_empty() {
-                continue;
-            }
             let port = self.port.clone();
             self.rt.spawn(Box::pin(async move {
                 // Nobody is left to hear of a failure: the leases then come

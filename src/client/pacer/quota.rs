@@ -69,9 +69,8 @@ impl GatewayRateState {
                 q.sent_at = Some(now);
                 q.stated_limit = limit.or(q.stated_limit);
             }
-            let offset = s.clock.offset_ms();
-            report.observed_at_ms = report.observed_at_ms.saturating_add_signed(offset);
-            report.reset_at_ms = report.reset_at_ms.map(|t| t.saturating_add_signed(offset));
+            report.observed_at_ms = s.clock.to_gateway(report.observed_at_ms);
+            report.reset_at_ms = report.reset_at_ms.map(|t| s.clock.to_gateway(t));
             match &q.pending {
                 Some(old) if old.observed_at_ms > report.observed_at_ms => {}
                 old => {

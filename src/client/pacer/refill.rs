@@ -55,6 +55,7 @@ impl Refill {
 }
 
 /// What one refill asks for: the gateway bucket and the rules it is for.
+#[derive(Clone)]
 pub(super) struct Target {
     pub bucket_id: String,
     pub token: Option<String>,
@@ -88,13 +89,7 @@ impl GatewayRateState {
             (r.generation, Some(r.landed_event.listen()))
         });
         if started.is_some() {
-            let this = self.clone();
-            let target = Target {
-                bucket_id: target.bucket_id.clone(),
-                token: target.token.clone(),
-                rules: target.rules.clone(),
-                rules_key: target.rules_key.clone(),
-            };
+            let (this, target) = (self.clone(), target.clone());
             self.inner.rt.spawn(Box::pin(async move {
                 this.refill(generation, target).await;
             }));
@@ -285,32 +280,20 @@ impl GatewayRateState {
         // Another isolate met a 429: cached permits inside the cooldown
         // would reach a provider that is refusing, so they go unsent (their
         // leases back; their times are void).
-        let voided: Vec<String> = match (&mut state.block, response.cooldown_until_ms) {
-            (Some(block), Some(until)) => {
-                let mut voided = Vec::new();
-                block.slots.retain_mut(|s| {
-                    let keep = s.at.is_none_or(|at| at >= until);
-                    if !keep {
-                        voided.extend(s.lease.take());
-                    }
-                    keep
-                });
-                voided
+        if let (Some(block), Some(until)) = (&mut state.block, response.cooldown_until_ms) {
+            let mut voided = Vec::new();
+            block.slots.retain_mut(|s| {
+                let keep = s.at.is_none_or(|at| at >= until);
+                if !keep {
+                    voided.push(s.clone());
+                }
+                keep
+            });
+            if !voided.is_empty() {
+                let (token, rules) = (block.token.clone(), block.rules.clone());
+                self.void(bucket_id, token, &rules, voided);
             }
-            _ => Vec::new(),
-        };
-        let voided_rules = state
-            .block
-            .as_ref()
-            .map(|b| (b.token.clone(), b.rules.clone()));
-        if let Some((token, rules)) = voided_rules.filter(|_| !voided.is_empty()) {
-            drop(buckets);
-            self.queue(bucket_id, token, &rules, voided, Vec::new());
-            buckets = self.inner.buckets.borrow_mut();
         }
-        let state = buckets
-            .get_mut(bucket_id)
-            .expect("landing on a known bucket");
         if response.granted == 0 {
             if response.wait_ms > max_wait {
                 let until = response

@@ -62,8 +62,7 @@ impl GatewayRateState {
                 }
             });
             if let Some((token, rules, slots)) = dead {
-                let leases = slots.into_iter().filter_map(|s| s.lease).collect();
-                self.queue(&bucket_id, token, &rules, leases, Vec::new());
+                self.void(&bucket_id, token, &rules, slots);
             }
             match step {
                 Step::Stop => return,
@@ -87,7 +86,7 @@ impl GatewayRateState {
     fn give_back_surplus(&self, bucket_id: &str, now: Millis) {
         let surplus = self.state(bucket_id, |s| {
             let rate = s.demand.rate_at(now);
-            let gateway_now = now.saturating_add_signed(s.clock.offset_ms());
+            let gateway_now = s.clock.to_gateway(now);
             let block = s.block.as_mut()?;
             // A returned time must reach the gateway and then another
             // isolate before it passes: at least a round trip and a poll.

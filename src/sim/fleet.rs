@@ -118,17 +118,26 @@ impl FleetReport {
     /// Sliding windows `[t, t + window)` starting at a dispatch that hold
     /// more than `limit` dispatches.
     pub fn windows_over(&self, limit: u64, window_ms: Millis) -> usize {
+        self.window_counts(window_ms).filter(|&n| n > limit).count()
+    }
+
+    /// The most dispatches in any half-open window of `window_ms`.
+    pub fn densest_window(&self, window_ms: Millis) -> u64 {
+        self.window_counts(window_ms).max().unwrap_or(0)
+    }
+
+    /// How many dispatches each window `[t, t + window_ms)` starting at a
+    /// dispatch holds.
+    fn window_counts(&self, window_ms: Millis) -> impl Iterator<Item = u64> + '_ {
         let d = &self.dispatches;
         let mut end = 0;
-        (0..d.len())
-            .filter(|&start| {
-                end = end.max(start);
-                while end < d.len() && d[end] < d[start] + window_ms {
-                    end += 1;
-                }
-                (end - start) as u64 > limit
-            })
-            .count()
+        (0..d.len()).map(move |start| {
+            end = end.max(start);
+            while end < d.len() && d[end] < d[start] + window_ms {
+                end += 1;
+            }
+            (end - start) as u64
+        })
     }
 
     pub fn dispatches_between(&self, from: Millis, to: Millis) -> usize {

@@ -161,7 +161,7 @@ pub struct ShapeFigures {
 /// The figures of a shape run, with the oracle computed from the same
 /// arrivals.
 pub fn shape_figures(config: &FleetConfig, r: &FleetReport) -> ShapeFigures {
-    let densest = densest_window(&r.dispatches, config.rule.window_ms);
+    let densest = r.densest_window(config.rule.window_ms);
     let (utilization, oracle) = match &config.arrivals {
         Some(arrivals) => {
             let arrived: Vec<Millis> = arrivals.iter().map(|a| a.at).collect();
@@ -185,21 +185,6 @@ pub fn shape_figures(config: &FleetConfig, r: &FleetReport) -> ShapeFigures {
         oracle_p99_ms: percentile(&oracle, 99.0),
         round_trips_per_permit: r.round_trips_per_permit(),
     }
-}
-
-/// The most dispatches in any half-open window of `window_ms`.
-pub fn densest_window(dispatches: &[Millis], window_ms: Millis) -> u64 {
-    let mut end = 0;
-    (0..dispatches.len())
-        .map(|start| {
-            end = end.max(start);
-            while end < dispatches.len() && dispatches[end] < dispatches[start] + window_ms {
-                end += 1;
-            }
-            (end - start) as u64
-        })
-        .max()
-        .unwrap_or(0)
 }
 
 /// The provider refuses every call from [`PROVIDER_OUTAGE_MS`]`.0` to `.1`

@@ -95,7 +95,7 @@ struct BucketState {
     waiters: u64,
     refill: Refill,
     clock: ClockSync,
-    demand: DrawRate,
+    draw_rate: DrawRate,
     /// A task is watching the block for permits nobody will use.
     watching: bool,
     effective_rps: Option<f64>,
@@ -259,7 +259,7 @@ impl GatewayRateState {
             }
         }
         if drawn.is_some() {
-            state.demand.draw(now);
+            state.draw_rate.draw(now);
         }
         drop(buckets);
         let Some((token, rules)) = scope else {

@@ -184,7 +184,7 @@ impl GatewayRateState {
                 let first_burst = !s.refill.ever_granted && s.waiters > 1;
                 let demand = Demand {
                     waiters: s.waiters,
-                    draw_rate_per_s: s.demand.rate_at(sent),
+                    draw_rate_per_s: s.draw_rate.rate_at(sent),
                     draining: s.refill.draining || first_burst,
                 };
                 let requested = block_size(&target.rules, &demand, horizon_ms);
@@ -274,7 +274,7 @@ impl GatewayRateState {
             // an isolate queued behind the fleet draws nothing because it
             // has nothing to draw.
             state
-                .demand
+                .draw_rate
                 .skip(received.saturating_sub(state.refill.started_at));
         }
         // Another isolate met a 429: cached permits inside the cooldown

@@ -85,7 +85,7 @@ impl GatewayRateState {
 
     fn give_back_surplus(&self, bucket_id: &str, now: Millis) {
         let surplus = self.state(bucket_id, |s| {
-            let rate = s.demand.rate_at(now);
+            let rate = s.draw_rate.rate_at(now);
             let gateway_now = s.clock.to_gateway(now);
             let block = s.block.as_mut()?;
             // A returned time must reach the gateway and then another

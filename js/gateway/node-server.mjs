@@ -11,15 +11,12 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { paceline } from "../lib/node-package.mjs";
 
-const { GatewayCore, DEFAULT_WINDOW_GUARD_MS } = paceline;
-
-// The core's own limit, checked while reading so a huge body is not buffered.
-const MAX_BODY_BYTES = 64 * 1024;
+const { GatewayCore, DEFAULT_WINDOW_GUARD_MS, gatewayWireTable } = paceline;
 
 function send(res, status, body) {
   res.writeHead(status, {
     "content-type": "application/json",
-    "content-length": Buffer.byteLength(body),
+    "content-length": body.byteLength ?? Buffer.byteLength(body),
   });
   res.end(body);
 }
@@ -29,21 +26,23 @@ function errorBody(code, message) {
 }
 
 function serve(core, req, res) {
+  // The core's own limit, checked while reading so a huge body is not buffered.
+  const { maxBodyBytes } = gatewayWireTable();
   const chunks = [];
   let size = 0;
   req.on("data", (chunk) => {
     size += chunk.length;
-    if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+    if (size <= maxBodyBytes) chunks.push(chunk);
   });
   req.on("error", () => res.destroy());
   req.on("end", () => {
-    if (size > MAX_BODY_BYTES) {
-      send(res, 400, errorBody("INVALID_INPUT", `body is ${size} bytes; the limit is ${MAX_BODY_BYTES}`));
+    if (size > maxBodyBytes) {
+      send(res, 400, errorBody("INVALID_INPUT", `body is ${size} bytes; the limit is ${maxBodyBytes}`));
       return;
     }
     let answer;
     try {
-      answer = core.handle(req.method, req.url, Buffer.concat(chunks).toString("utf8"), Date.now());
+      answer = core.handle(req.method, req.url, Buffer.concat(chunks), Date.now());
     } catch (error) {
       // handle() answers every bad request itself; reaching here is a bug,
       // which one request must not turn into a dead dev server.

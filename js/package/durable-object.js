@@ -1,20 +1,10 @@
 // The gateway on Cloudflare: one GatewayCore per Durable Object, whose state
 // is stored before any answer leaves, so an evicted or restarted object
 // continues the same timelines and never grants a dispatch time twice.
-import { GatewayCore } from "../paceline.js";
-import { handleGatewayRequest, readRequestBody } from "./gateway-http.js";
+import { GatewayCore, gatewayObjectName } from "../paceline.js";
+import { gatewayWireTable, handleGatewayRequest, readRequestBody } from "./gateway-http.js";
 
 const SNAPSHOT_KEY = "snapshot";
-const RATE_PATHS = new Set([
-  "/v1/rate/acquire",
-  "/v1/rate/release",
-  "/v1/rate/penalize",
-  "/v1/rate/observe",
-]);
-const CHARGE_PATH = "/v1/budget/charge";
-const BUCKETS_PREFIX = "/v1/rate/buckets/";
-// The core refuses larger bodies anyway; the router must not parse them.
-const MAX_BODY_BYTES = 64 * 1024;
 
 function configError(message, cause) {
   const error = new Error(message, cause === undefined ? undefined : { cause });
@@ -132,37 +122,33 @@ export async function routeGatewayRequest(request, env, bindingName = "PACELINE_
   }
   if (!isRequest) throw configError("routeGatewayRequest: request must be a Request");
   const { pathname } = new URL(request.url);
-  if (request.method === "GET" && pathname.startsWith(BUCKETS_PREFIX)) {
+  const { routes, bucketViewPrefix, maxBodyBytes } = gatewayWireTable();
+  if (request.method === "GET" && pathname.startsWith(bucketViewPrefix)) {
     let bucketId;
     try {
-      bucketId = decodeURIComponent(pathname.slice(BUCKETS_PREFIX.length));
+      bucketId = decodeURIComponent(pathname.slice(bucketViewPrefix.length));
     } catch {
       return invalid(400, `bad percent-escape in the bucket id of ${pathname}`);
     }
-    if (bucketId === "") return invalid(400, "the bucket id after /v1/rate/buckets/ is empty");
+    if (bucketId === "") return invalid(400, `the bucket id after ${bucketViewPrefix} is empty`);
     return forward(namespace, bucketId, request);
   }
-  const rate = RATE_PATHS.has(pathname);
-  if (!rate && pathname !== CHARGE_PATH) {
+  if (!routes.some((route) => route.path === pathname)) {
     return invalid(404, `no gateway endpoint at ${request.method} ${pathname}`);
   }
   if (request.method !== "POST") return invalid(405, `${pathname} takes POST, not ${request.method}`);
-  const bytes = await readRequestBody(request, MAX_BODY_BYTES);
+  // The core refuses larger bodies anyway; the router must not parse them.
+  const bytes = await readRequestBody(request, maxBodyBytes);
   if (bytes === null) {
-    return invalid(400, `body is over ${MAX_BODY_BYTES} bytes; the limit is ${MAX_BODY_BYTES}`);
+    return invalid(400, `body is over ${maxBodyBytes} bytes; the limit is ${maxBodyBytes}`);
   }
-  let body;
+  let name;
   try {
-    body = JSON.parse(new TextDecoder().decode(bytes));
+    name = gatewayObjectName(pathname, bytes);
   } catch (e) {
-    return invalid(400, `body is not valid JSON: ${e.message}`);
-  }
-  const field = rate ? "bucketId" : "rootRunId";
-  const id = typeof body === "object" && body !== null ? body[field] : undefined;
-  if (typeof id !== "string" || id === "") {
-    return invalid(400, `${field} is required and must be a non-empty string`);
+    return invalid(400, e.message);
   }
   // The body was consumed to read the id; the object gets the same bytes.
   const forwarded = new Request(request.url, { method: "POST", headers: request.headers, body: bytes });
-  return forward(namespace, rate ? id : `run:${id}`, forwarded);
+  return forward(namespace, name, forwarded);
 }

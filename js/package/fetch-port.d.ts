@@ -123,12 +123,15 @@ export interface ChargeResponse {
   counters: Record<string, number>;
 }
 
-/** What a port rejects with when the gateway refuses or cannot answer. */
+/**
+ * What a rate or budget state rejects with when the gateway refuses or
+ * cannot answer; the wasm reads the gateway's error body into it.
+ */
 export interface PacelineGatewayError extends Error {
   name: "PacelineError";
   code: PacelineErrorCode;
-  /** The HTTP status the gateway answered with. */
-  status: number;
+  /** The HTTP status of an answer that carried no other fields. */
+  status?: number;
   /** `BUDGET_EXCEEDED`: the counter, the count it would have reached, its limit. */
   key?: string;
   observed?: number;
@@ -137,17 +140,36 @@ export interface PacelineGatewayError extends Error {
   cooldownUntilMs?: number;
 }
 
+/** An answer as it came back, unread. */
+export interface GatewayReply {
+  status: number;
+  body: Uint8Array;
+}
+
+/**
+ * How the rate and budget states reach a gateway: post a request's bytes to
+ * an endpoint's path (`/v1/rate/acquire`, ...), resolve to the answer's
+ * status and bytes, whatever the status. Reject only when no answer came;
+ * a rejection without a paceline `code` counts as `GATEWAY_UNAVAILABLE`.
+ * `fetchPort` makes one over `fetch`, `coreTransport` one over a
+ * `GatewayCore` in the same isolate.
+ */
+export interface GatewayTransport {
+  post(path: string, body: Uint8Array, signal?: AbortSignal): Promise<GatewayReply>;
+}
+
 /** The request a port sends. */
 export interface GatewayFetchInit {
   method: "POST";
   headers: Headers;
-  body: string;
+  body: Uint8Array<ArrayBuffer>;
+  signal?: AbortSignal;
 }
 
 /** The part of a `Response` a port reads. */
 export interface GatewayFetchResponse {
   readonly status: number;
-  text(): Promise<string>;
+  arrayBuffer(): Promise<ArrayBuffer>;
 }
 
 /**
@@ -166,17 +188,8 @@ export interface FetchPortOptions {
 }
 
 /**
- * The gateway's four calls. Each resolves to the parsed 2xx body and rejects
- * with a `PacelineGatewayError` for an error answer (an unreadable, empty,
- * non-JSON or truncated body is `GATEWAY_UNAVAILABLE`); an exception thrown
- * by `fetch` itself passes through unchanged.
+ * A transport over `fetch`. An exception from `fetch` itself (the gateway is
+ * not listening) or from reading the body rejects with a `PacelineError`
+ * coded `GATEWAY_UNAVAILABLE` whose `cause` is that exception.
  */
-export interface GatewayPort {
-  acquire(req: AcquireRequest): Promise<AcquireResponse>;
-  release(req: ReleaseRequest): Promise<ReleaseResponse>;
-  penalize(req: PenalizeRequest): Promise<PenalizeResponse>;
-  charge(req: ChargeRequest): Promise<ChargeResponse>;
-  observe(req: ObserveRequest): Promise<ObserveResponse>;
-}
-
-export function fetchPort(options: FetchPortOptions): GatewayPort;
+export function fetchPort(options: FetchPortOptions): GatewayTransport;

@@ -1,4 +1,5 @@
-import type { GatewayCore } from "../paceline.js";
+import type { GatewayCore, GatewayWire } from "../paceline.js";
+import type { GatewayTransport } from "./fetch-port.js";
 
 /**
  * Answers one wire-protocol request with `core.handle`; a bad request is a
@@ -18,3 +19,13 @@ export function handleGatewayRequest(
  * unread.
  */
 export function readRequestBody(request: Request, limitBytes?: number): Promise<Uint8Array | null>;
+
+/** The protocol's endpoint table and body limit (read from the wasm once). */
+export function gatewayWireTable(): GatewayWire;
+
+/**
+ * A transport to a `GatewayCore` in this isolate, answered at once through
+ * the core's router on the clock `now` (default `Date.now`): for tests, and
+ * for a process that hosts the gateway beside its clients.
+ */
+export function coreTransport(core: Pick<GatewayCore, "handle">, now?: () => number): GatewayTransport;

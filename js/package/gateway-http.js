@@ -1,10 +1,17 @@
 // Every JS host of a GatewayCore answers HTTP through the core's own router,
 // so the Durable Object, the Node dev server and tests cannot drift apart.
+// Bodies stay bytes: the core decodes each request and encodes each answer.
+import { gatewayWire } from "../paceline.js";
 
-// The core's limit on a request body. A larger one is refused here, before
-// it is read in full, and never reaches the wasm: copying it in would grow
-// the wasm memory, which never shrinks, by the body's size.
-const MAX_BODY_BYTES = 64 * 1024;
+let wire;
+/**
+ * The protocol's endpoint table and body limit, read from the wasm on first
+ * use (the module may be loaded before the wasm is initialised).
+ */
+export function gatewayWireTable() {
+  wire ??= gatewayWire();
+  return wire;
+}
 
 function refusal(status, message) {
   return new Response(JSON.stringify({ error: { code: "INVALID_INPUT", message } }), {
@@ -35,7 +42,7 @@ function checkRequest(request, who) {
   if (!ok) throw misuse(`${who}: request must be a Request`);
 }
 
-export async function readRequestBody(request, limitBytes = MAX_BODY_BYTES) {
+export async function readRequestBody(request, limitBytes = gatewayWireTable().maxBodyBytes) {
   checkRequest(request, "readRequestBody");
   if (!Number.isSafeInteger(limitBytes) || limitBytes < 0) {
     throw misuse("readRequestBody: limitBytes must be an integer >= 0");
@@ -78,16 +85,38 @@ export async function handleGatewayRequest(core, request, nowMs) {
   if (typeof handle !== "function") throw misuse("handleGatewayRequest: core must be a GatewayCore");
   checkRequest(request, "handleGatewayRequest");
   const url = new URL(request.url);
-  const bytes = await readRequestBody(request, MAX_BODY_BYTES);
+  // The core's limit on a request body. A larger one is refused here, before
+  // it is read in full, and never reaches the wasm: copying it in would grow
+  // the wasm memory, which never shrinks, by the body's size.
+  const { maxBodyBytes } = gatewayWireTable();
+  const bytes = await readRequestBody(request, maxBodyBytes);
   if (bytes === null) {
-    return refusal(400, `body is over ${MAX_BODY_BYTES} bytes; the limit is ${MAX_BODY_BYTES}`);
+    return refusal(400, `body is over ${maxBodyBytes} bytes; the limit is ${maxBodyBytes}`);
   }
   // The clock is read once the body is in: a slow upload must not make the
   // scheduler place permits at a time that has already passed.
   const now = nowMs ?? Date.now();
-  const answer = core.handle(request.method, url.pathname + url.search, new TextDecoder().decode(bytes), now);
+  const answer = core.handle(request.method, url.pathname + url.search, bytes, now);
   return new Response(answer.body, {
     status: answer.status,
     headers: { "content-type": "application/json" },
   });
+}
+
+/**
+ * A transport to a GatewayCore in this isolate: each post is answered at
+ * once by the core's router, on the clock `now` (default `Date.now`).
+ */
+export function coreTransport(core, now = Date.now) {
+  let handle;
+  try {
+    handle = core?.handle;
+  } catch (cause) {
+    throw misuse("coreTransport: core could not be read", cause);
+  }
+  if (typeof handle !== "function") throw misuse("coreTransport: core must be a GatewayCore");
+  if (typeof now !== "function") throw misuse("coreTransport: now must be a function returning milliseconds");
+  return {
+    post: async (path, body) => core.handle("POST", path, body, now()),
+  };
 }

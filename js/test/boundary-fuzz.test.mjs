@@ -108,17 +108,19 @@ function value(rand, hostile) {
   return valid;
 }
 
-/** A port whose answers are hostile (or a real core's). */
+/** A transport whose answers are hostile (or a real core's). */
 function hostilePort(rand, hostile) {
-  const core = new P.GatewayCore();
-  const answer = (method) => (req) => {
+  const inner = P.coreTransport(new P.GatewayCore());
+  const post = (path, body) => {
     const r = rand();
-    if (r < 0.3) return core[method](req, Date.now());
+    if (r < 0.3) return inner.post(path, body);
     if (r < 0.4) throw sentinel("port threw");
     if (r < 0.5) return Promise.reject(pick(rand, hostile));
+    if (r < 0.6) return { status: pick(rand, hostile), body: new Uint8Array(8) };
+    if (r < 0.7) return { status: 200, body: pick(rand, hostile) };
     return pick(rand, hostile);
   };
-  return { acquire: answer("acquire"), release: answer("release"), penalize: answer("penalize"), charge: answer("charge") };
+  return { post };
 }
 
 function fakeState() {

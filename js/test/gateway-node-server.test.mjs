@@ -1,5 +1,6 @@
 // The Node dev gateway, started in this process on a free port and called
-// over real loopback HTTP through fetchPort; and once as a CLI.
+// over real loopback HTTP through fetchPort and a GatewayClient; and once
+// as a CLI.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { once } from "node:events";
@@ -10,7 +11,7 @@ import { startDevGateway } from "../gateway/node-server.mjs";
 import { paceline } from "../lib/node-package.mjs";
 import { repoRoot } from "../lib/bundle-worker.mjs";
 
-const { fetchPort, mintRateScopeToken, mintRunScopeToken, GatewayBudgetState } = paceline;
+const { fetchPort, mintRateScopeToken, mintRunScopeToken, GatewayBudgetState, GatewayClient } = paceline;
 const rules = [{ requestsPerWindow: 20, windowMs: 1000 }];
 
 const gaps = (times) => times.slice(1).map((t, i) => t - times[i]);
@@ -21,7 +22,7 @@ describe("node dev gateway", () => {
   before(async () => {
     // No window guard, so the spacing is exactly the rule's.
     gateway = await startDevGateway({ options: { windowGuardMs: 0 } });
-    port = fetchPort({ fetch: globalThis.fetch, baseUrl: gateway.url });
+    port = new GatewayClient(fetchPort({ fetch: globalThis.fetch, baseUrl: gateway.url }));
   });
   after(() => gateway?.close());
 
@@ -56,9 +57,13 @@ describe("node dev gateway", () => {
     assert.equal(error.code, "INVALID_INPUT");
     assert.match(error.message, /not valid JSON/);
 
+    const transport = fetchPort({ fetch: globalThis.fetch, baseUrl: gateway.url });
+    const reply = await transport.post("/v1/rate/acquire", new TextEncoder().encode('{"bucketId":"b","requested":1}'));
+    assert.equal(reply.status, 400);
+    assert.match(JSON.parse(new TextDecoder().decode(reply.body)).error.message, /rules/);
+    // The client's codec refuses the same request before sending it.
     await assert.rejects(port.acquire({ bucketId: "org-1:openai", requested: 1 }), (e) => {
       assert.equal(e.code, "INVALID_INPUT");
-      assert.equal(e.status, 400);
       assert.match(e.message, /rules/);
       return true;
     });
@@ -91,7 +96,7 @@ describe("node dev gateway with a secret", () => {
   after(() => gateway?.close());
 
   test("a rate call needs the bucket's token", async () => {
-    const port = fetchPort({ fetch: globalThis.fetch, baseUrl: gateway.url });
+    const port = new GatewayClient(fetchPort({ fetch: globalThis.fetch, baseUrl: gateway.url }));
     const req = { bucketId: "org-2:openai", rules, requested: 1 };
     await assert.rejects(port.acquire(req), { code: "FORBIDDEN_SCOPE", status: 403 });
     const other = mintRateScopeToken(secret, "org-3:openai", Date.now() + 60_000);

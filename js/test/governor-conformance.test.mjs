@@ -1,26 +1,34 @@
 // The governor's JS surface where it matches the TypeScript play runtime:
 // default pacing for undeclared tools, explicit opt-out, edge inputs, the
 // inline child, the root's play id, latency hints and the penalize error.
-// A GatewayCore in this process stands behind a port that records what the
+// A GatewayCore in this process stands behind a transport that records what the
 // pacer asked.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { paceline } from "../lib/node-package.mjs";
 
-const { GatewayCore, GatewayRateState, Governor, createGovernor } = paceline;
+const { GatewayCore, GatewayRateState, Governor, coreTransport, createGovernor } = paceline;
 
 const apollo = { provider: "apollo", rules: [{ requestsPerWindow: 20, windowMs: 1000 }] };
 
-/** A port over an in-process gateway that records every request; `penalize` may be replaced. */
+/** The endpoint's name (`acquire`, `charge`, ...) and the request a transport was handed. */
+function sentRequest(path, body) {
+  return [path.slice(path.lastIndexOf("/") + 1), JSON.parse(new TextDecoder().decode(body))];
+}
+
+/**
+ * A transport to an in-process gateway that records every acquire and
+ * penalize; a call by name (`penalize`) may be answered by an override.
+ */
 function recordingPort(overrides = {}) {
-  const core = new GatewayCore({});
+  const inner = coreTransport(new GatewayCore({}));
   const seen = { acquire: [], penalize: [] };
   const port = {
-    acquire: (req) => (seen.acquire.push(req), core.acquire(req, Date.now())),
-    release: (req) => core.release(req, Date.now()),
-    penalize: (req) => (seen.penalize.push(req), core.penalize(req, Date.now())),
-    charge: (req) => core.charge(req, Date.now()),
-    ...overrides,
+    post(path, body) {
+      const [name, req] = sentRequest(path, body);
+      seen[name]?.push(req);
+      return overrides[name] ? overrides[name](req) : inner.post(path, body);
+    },
   };
   return { port, seen, rateState: new GatewayRateState(port) };
 }

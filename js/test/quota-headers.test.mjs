@@ -4,21 +4,30 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import { paceline } from "../lib/node-package.mjs";
 
-/** A gateway port that records what it is sent and grants nothing. */
+/**
+ * A gateway transport that records what it is sent and grants nothing;
+ * without observe it answers that endpoint as an older gateway does (404).
+ */
 function recordingPort({ withObserve = true } = {}) {
   const sent = [];
-  const port = {
-    acquire: async (req) => {
-      sent.push(["acquire", req]);
-      return { granted: 0, waitMs: 10, serverNowMs: Date.now() };
-    },
-    release: async (req) => (sent.push(["release", req]), { released: 0 }),
-    penalize: async (req) => (sent.push(["penalize", req]), { cooldownUntilMs: Date.now() }),
-    charge: async () => ({ counters: {} }),
+  const answers = {
+    acquire: () => ({ granted: 0, waitMs: 10, serverNowMs: Date.now() }),
+    release: () => ({ released: 0 }),
+    penalize: () => ({ cooldownUntilMs: Date.now() }),
+    charge: () => ({ counters: {} }),
+    observe: () => ({ effectiveRequestsPerSecond: 15 }),
   };
-  if (withObserve) {
-    port.observe = async (req) => (sent.push(["observe", req]), { effectiveRequestsPerSecond: 15 });
-  }
+  const reply = (status, message) => ({ status, body: new TextEncoder().encode(JSON.stringify(message)) });
+  const port = {
+    async post(path, body) {
+      const name = path.slice(path.lastIndexOf("/") + 1);
+      if (name === "observe" && !withObserve) {
+        return reply(404, { error: { code: "INVALID_INPUT", message: `no gateway endpoint at POST ${path}` } });
+      }
+      sent.push([name, JSON.parse(new TextDecoder().decode(body))]);
+      return reply(200, answers[name]());
+    },
+  };
   return { port, sent };
 }
 
@@ -58,7 +67,7 @@ describe("observeHeaders", () => {
     assert.equal(req.quota.windowMs, 60000);
   });
 
-  test("a port without observe keeps the report for the next acquire", async () => {
+  test("a gateway without observe keeps the report for the next acquire", async () => {
     const { port, sent } = recordingPort({ withObserve: false });
     const state = new paceline.GatewayRateState(port);
     state.observeHeaders({ bucketId: "org:p", headers: { "x-ratelimit-limit": "5" } });

@@ -2,6 +2,7 @@
 //! budget states, and what they need from their host.
 
 mod budget;
+mod codec;
 mod pacer;
 mod permit;
 mod port;
@@ -14,6 +15,6 @@ pub use pacer::{
     QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_POLL_MS, REFILL_TIMEOUT_MS,
 };
 pub use permit::Permit;
-pub use port::{GatewayPort, InProcessGateway};
+pub use port::{GatewayPort, GatewayReply, GatewayTransport, InProcessGateway};
 pub use retry::STORE_RETRY_DELAYS_MS;
 pub use runtime::{abortable, AbortSignal, LocalBoxFuture, Runtime};

@@ -1,35 +1,74 @@
-//! The client's only way to the gateway. The bindings implement it over the
-//! injected JS `fetch`; tests and the simulation call a `GatewayCore` in
-//! process.
+//! The client's only way to the gateway: a transport that posts a request's
+//! bytes to an endpoint's path and hands back the status and bytes of the
+//! answer. What the bytes mean is the codec's business (`codec.rs`), so a
+//! transport is one method: the bindings implement it over the injected JS
+//! port, tests and the simulation over a `GatewayCore` in process.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use super::codec::call;
 use super::runtime::LocalBoxFuture;
-use crate::error::{Error, Result};
-use crate::gateway::GatewayCore;
+use crate::error::Result;
+use crate::gateway::{self, GatewayCore};
 use crate::protocol::{
     AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, ObserveRequest,
     ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
 use crate::time::Clock;
 
+/// An answer as it came back: HTTP status and body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayReply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// Posts bytes, returns status and bytes. An `Err` means no answer came
+/// (refused connection, lost answer); an error answer is an `Ok` reply with
+/// its status.
+pub trait GatewayTransport {
+    fn post(&self, path: &'static str, body: Vec<u8>) -> LocalBoxFuture<'_, Result<GatewayReply>>;
+}
+
+/// The gateway's calls as the pacer and the budget states make them. Every
+/// transport is a port: each call is encoded, posted and decoded by the one
+/// codec.
 pub trait GatewayPort {
     fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>>;
     fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>>;
     fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>>;
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>>;
-    /// Relays a provider's quota headers. Optional: a port without it (or
-    /// an older gateway) leaves the report for the bucket's next acquire.
+    /// Relays a provider's quota headers. A gateway without the endpoint
+    /// refuses it as bad input, and the report waits for the bucket's next
+    /// acquire.
+    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>>;
+}
+
+impl<T: GatewayTransport + ?Sized> GatewayPort for T {
+    fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
+        Box::pin(call(self, req))
+    }
+
+    fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
+        Box::pin(call(self, req))
+    }
+
+    fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
+        Box::pin(call(self, req))
+    }
+
+    fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
+        Box::pin(call(self, req))
+    }
+
     fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
-        let _ = req;
-        Box::pin(std::future::ready(Err(Error::invalid(
-            "this gateway port does not relay quota reports",
-        ))))
+        Box::pin(call(self, req))
     }
 }
 
-/// A gateway in the same process, answering at once with the clock's time.
+/// A gateway in the same process, answering at once with the clock's time,
+/// through the same router a hosted gateway answers with.
 #[derive(Clone)]
 pub struct InProcessGateway {
     pub core: Rc<RefCell<GatewayCore>>,
@@ -43,31 +82,20 @@ impl InProcessGateway {
             clock,
         }
     }
+
+    /// Serves one POST now.
+    pub fn answer(&self, path: &str, body: &[u8]) -> GatewayReply {
+        let now = self.clock.now_ms();
+        let r = gateway::handle(&mut self.core.borrow_mut(), "POST", path, body, now);
+        GatewayReply {
+            status: r.status,
+            body: r.body.into_bytes(),
+        }
+    }
 }
 
-impl GatewayPort for InProcessGateway {
-    fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
-        let result = self.core.borrow_mut().acquire(&req, self.clock.now_ms());
-        Box::pin(std::future::ready(result))
-    }
-
-    fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
-        let result = self.core.borrow_mut().release(&req, self.clock.now_ms());
-        Box::pin(std::future::ready(result))
-    }
-
-    fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
-        let result = self.core.borrow_mut().penalize(&req, self.clock.now_ms());
-        Box::pin(std::future::ready(result))
-    }
-
-    fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
-        let result = self.core.borrow_mut().charge(&req, self.clock.now_ms());
-        Box::pin(std::future::ready(result))
-    }
-
-    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
-        let result = self.core.borrow_mut().observe(&req, self.clock.now_ms());
-        Box::pin(std::future::ready(result))
+impl GatewayTransport for InProcessGateway {
+    fn post(&self, path: &'static str, body: Vec<u8>) -> LocalBoxFuture<'_, Result<GatewayReply>> {
+        Box::pin(std::future::ready(Ok(self.answer(path, &body))))
     }
 }

@@ -6,7 +6,10 @@ use serde::Serialize;
 
 use super::GatewayCore;
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::{decode, encode, ErrorBody, Message};
+use crate::protocol::{
+    decode, encode, AcquireRequest, ChargeRequest, Endpoint, ErrorBody, ObserveRequest,
+    PenalizeRequest, ReleaseRequest, Route, BUCKET_VIEW_PREFIX,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpResponse {
@@ -29,8 +32,6 @@ impl HttpResponse {
         }
     }
 }
-
-const BUCKETS_PREFIX: &str = "/v1/rate/buckets/";
 
 /// Serves one request. `path` may carry a query string; the bucket view
 /// reads its token from `?token=`.
@@ -55,14 +56,17 @@ fn route(
     now_ms: u64,
 ) -> Result<HttpResponse> {
     let (path, query) = path.split_once('?').unwrap_or((path, ""));
-    match (method, path) {
-        ("POST", "/v1/rate/acquire") => call(body, |req| core.acquire(&req, now_ms)),
-        ("POST", "/v1/rate/release") => call(body, |req| core.release(&req, now_ms)),
-        ("POST", "/v1/rate/penalize") => call(body, |req| core.penalize(&req, now_ms)),
-        ("POST", "/v1/rate/observe") => call(body, |req| core.observe(&req, now_ms)),
-        ("POST", "/v1/budget/charge") => call(body, |req| core.charge(&req, now_ms)),
-        ("GET", p) if p.starts_with(BUCKETS_PREFIX) => {
-            let bucket_id = percent_decode(&p[BUCKETS_PREFIX.len()..])?;
+    let is = |e: Route| method == "POST" && path == e.path;
+    match path.strip_prefix(BUCKET_VIEW_PREFIX) {
+        _ if is(AcquireRequest::ROUTE) => call(body, |r: AcquireRequest| core.acquire(&r, now_ms)),
+        _ if is(ReleaseRequest::ROUTE) => call(body, |r: ReleaseRequest| core.release(&r, now_ms)),
+        _ if is(PenalizeRequest::ROUTE) => {
+            call(body, |r: PenalizeRequest| core.penalize(&r, now_ms))
+        }
+        _ if is(ObserveRequest::ROUTE) => call(body, |r: ObserveRequest| core.observe(&r, now_ms)),
+        _ if is(ChargeRequest::ROUTE) => call(body, |r: ChargeRequest| core.charge(&r, now_ms)),
+        Some(id) if method == "GET" => {
+            let bucket_id = percent_decode(id)?;
             let token = query
                 .split('&')
                 .find_map(|pair| pair.strip_prefix("token="))
@@ -78,11 +82,7 @@ fn route(
                 }),
             }
         }
-        (
-            _,
-            "/v1/rate/acquire" | "/v1/rate/release" | "/v1/rate/penalize" | "/v1/rate/observe"
-            | "/v1/budget/charge",
-        ) => Ok(HttpResponse {
+        _ if crate::protocol::route(path).is_some() => Ok(HttpResponse {
             status: 405,
             body: encode(&ErrorBody::from(&Error::invalid(format!(
                 "{path} takes POST, not {method}"
@@ -97,11 +97,13 @@ fn route(
     }
 }
 
-fn call<Req: Message, Res: Serialize>(
+/// Decodes the request, serves it, encodes the answer: the one place the
+/// gateway reads a request body and writes an answer body.
+fn call<E: Endpoint>(
     body: &[u8],
-    f: impl FnOnce(Req) -> Result<Res>,
+    f: impl FnOnce(E) -> Result<E::Response>,
 ) -> Result<HttpResponse> {
-    let request = decode::<Req>(body)?;
+    let request = decode::<E>(body)?;
     f(request).map(|response| HttpResponse::ok(&response))
 }
 

@@ -6,6 +6,7 @@
 //! and every bad field was reported by name. Unknown fields are ignored.
 
 mod budget;
+mod endpoint;
 mod error_body;
 pub(crate) mod json;
 mod quota;
@@ -13,6 +14,7 @@ mod rate;
 mod rule;
 
 pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
+pub use endpoint::{owner_name, route, Endpoint, Owner, Route, BUCKET_VIEW_PREFIX, ROUTES};
 pub use error_body::{ErrorBody, ErrorFields};
 pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};
 pub use rate::{

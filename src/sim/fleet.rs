@@ -9,18 +9,17 @@ use std::rc::Rc;
 
 use super::arrivals::Arrival;
 use super::executor::SimRuntime;
+use super::faulty_port::FaultyPort;
 use super::provider::{Answer, Provider, ProviderModel};
 use crate::client::{
-    BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway,
-    LocalBoxFuture, PacerOptions, PermitRequest, Runtime,
+    BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway, PacerOptions,
+    PermitRequest, Runtime,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::governor::retry_after_ms;
 use crate::protocol::{
-    AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, ObserveRequest,
-    ObserveResponse, PacingRule, PenalizeRequest, PenalizeResponse, ReleaseRequest,
-    ReleaseResponse,
+    decode, AcquireRequest, AcquireResponse, BudgetCharge, Endpoint, PacingRule,
 };
 use crate::time::{Clock, Millis};
 
@@ -193,78 +192,52 @@ impl FleetReport {
 }
 
 /// The gateway as one isolate reaches it: a round trip of latency, refused
-/// during outages, silent once the isolate is dead.
-struct SimPort {
-    gateway: InProcessGateway,
-    rt: SimRuntime,
-    latency_ms: Millis,
-    outages: Rc<Vec<(Millis, Millis)>>,
-    alive: Rc<Cell<bool>>,
-    round_trips: Rc<RefCell<BTreeMap<&'static str, u64>>>,
-    granted: Rc<RefCell<Vec<Millis>>>,
-    effective: Rc<RefCell<Vec<(Millis, f64)>>>,
+/// during outages, silent once the isolate is dead; every grant it reads is
+/// recorded for the report.
+fn isolate_port(
+    gateway: &InProcessGateway,
+    rt: &SimRuntime,
+    config: &FleetConfig,
+    alive: &Rc<Cell<bool>>,
+    round_trips: &Rc<RefCell<BTreeMap<&'static str, u64>>>,
+    on_grant: impl Fn(&AcquireResponse) + 'static,
+) -> FaultyPort {
+    let mut port = FaultyPort::over(gateway.clone(), rt);
+    port.latency_ms = config.gateway_latency_ms;
+    port.outages = config
+        .gateway_outages
+        .iter()
+        .map(|&(from, to)| (START_MS + from, START_MS + to))
+        .collect();
+    port.alive = alive.clone();
+    port.round_trips = round_trips.clone();
+    port.on_answer = Some(Box::new(move |name, reply| {
+        if name == AcquireRequest::ROUTE.name {
+            if let Ok(grant) = decode::<AcquireResponse>(&reply.body) {
+                on_grant(&grant);
+            }
+        }
+    }));
+    port
 }
 
-impl SimPort {
-    async fn call<T>(
-        &self,
-        kind: &'static str,
-        f: impl FnOnce(&InProcessGateway) -> LocalBoxFuture<'_, Result<T>>,
-    ) -> Result<T> {
-        if !self.alive.get() {
-            return std::future::pending().await;
+/// Keeps each grant's times and the rate it announced, as offsets from the
+/// start.
+fn record_grant(
+    rt: &SimRuntime,
+    granted: &Rc<RefCell<Vec<Millis>>>,
+    effective: &Rc<RefCell<Vec<(Millis, f64)>>>,
+) -> impl Fn(&AcquireResponse) + 'static {
+    let (rt, granted, effective) = (rt.clone(), granted.clone(), effective.clone());
+    move |r| {
+        if let Some(times) = &r.scheduled_at_ms {
+            granted
+                .borrow_mut()
+                .extend(times.iter().map(|t| t - START_MS));
         }
-        *self.round_trips.borrow_mut().entry(kind).or_default() += 1;
-        self.rt.sleep(self.latency_ms / 2).await;
-        let offset = self.rt.now_ms() - START_MS;
-        if self
-            .outages
-            .iter()
-            .any(|&(from, to)| offset >= from && offset < to)
-        {
-            self.rt.sleep(self.latency_ms - self.latency_ms / 2).await;
-            return Err(Error::unavailable("connection refused"));
+        if let Some(rps) = r.effective_requests_per_second {
+            effective.borrow_mut().push((rt.now_ms() - START_MS, rps));
         }
-        let result = f(&self.gateway).await;
-        self.rt.sleep(self.latency_ms - self.latency_ms / 2).await;
-        if !self.alive.get() {
-            return std::future::pending().await;
-        }
-        result
-    }
-}
-
-impl GatewayPort for SimPort {
-    fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
-        Box::pin(async move {
-            let r = self.call("acquire", |g| g.acquire(req)).await?;
-            let offset = self.rt.now_ms() - START_MS;
-            if let Some(times) = &r.scheduled_at_ms {
-                self.granted
-                    .borrow_mut()
-                    .extend(times.iter().map(|t| t - START_MS));
-            }
-            if let Some(rps) = r.effective_requests_per_second {
-                self.effective.borrow_mut().push((offset, rps));
-            }
-            Ok(r)
-        })
-    }
-
-    fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
-        Box::pin(self.call("release", |g| g.release(req)))
-    }
-
-    fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
-        Box::pin(self.call("penalize", |g| g.penalize(req)))
-    }
-
-    fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
-        Box::pin(self.call("charge", |g| g.charge(req)))
-    }
-
-    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
-        Box::pin(self.call("observe", |g| g.observe(req)))
     }
 }
 
@@ -291,7 +264,6 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
     let round_trips: Rc<RefCell<BTreeMap<&'static str, u64>>> = Rc::default();
     let granted = Rc::new(RefCell::new(Vec::new()));
     let effective = Rc::new(RefCell::new(Vec::new()));
-    let outages = Rc::new(config.gateway_outages.clone());
     let end = START_MS + config.duration_ms;
     let shared = Rc::new(Shared {
         rt: rt.clone(),
@@ -314,16 +286,14 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
     let isolates: Vec<Rc<Isolate>> = (0..isolate_count)
         .map(|i| {
             let alive = Rc::new(Cell::new(true));
-            let port: Rc<dyn GatewayPort> = Rc::new(SimPort {
-                gateway: gateway.clone(),
-                rt: rt.clone(),
-                latency_ms: config.gateway_latency_ms,
-                outages: outages.clone(),
-                alive: alive.clone(),
-                round_trips: round_trips.clone(),
-                granted: granted.clone(),
-                effective: effective.clone(),
-            });
+            let port: Rc<dyn GatewayPort> = Rc::new(isolate_port(
+                &gateway,
+                &rt,
+                config,
+                &alive,
+                &round_trips,
+                record_grant(&rt, &granted, &effective),
+            ));
             let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
             Rc::new(Isolate {
                 pacer: GatewayRateState::new(port.clone(), runtime.clone(), config.pacer.clone()),

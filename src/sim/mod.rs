@@ -4,10 +4,12 @@
 
 pub mod arrivals;
 mod executor;
+mod faulty_port;
 mod fleet;
 mod provider;
 pub mod scenarios;
 
 pub use executor::SimRuntime;
+pub use faulty_port::{AnswerHook, FaultyPort, Rewrite};
 pub use fleet::{run_fleet, FleetConfig, FleetReport, START_MS};
 pub use provider::{Answer, Provider, ProviderModel, Reply, RETRY_AFTER_MS};

@@ -30,7 +30,7 @@ export interface GatewayCoreOptions {
   /** Schedule every rule window as if this much longer, absorbing network jitter (default 0). */
   windowGuardMs?: number;
 }
-export interface GatewayHttpResponse { status: number; body: string }
+export interface GatewayHttpResponse { status: number; body: Uint8Array }
 import type {
   AcquireRequest, AcquireResponse, ReleaseRequest, ReleaseResponse, PenalizeRequest,
   PenalizeResponse, ChargeRequest, ChargeResponse, PacingRule,
@@ -163,40 +163,52 @@ impl JsGatewayCore {
 
     /// Serves one HTTP request of the wire protocol; never throws for a bad
     /// request (that is a 4xx response), only for arguments of the wrong
-    /// type. A body or path over its limit is answered without being
-    /// copied into the wasm.
+    /// type. The body may be bytes or text; the answer's body is bytes. A
+    /// body or path over its limit is answered without being copied into
+    /// the wasm.
     #[wasm_bindgen(unchecked_return_type = "GatewayHttpResponse")]
     pub fn handle(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "string")] method: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "string")] body: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array | string")] body: JsValue,
         #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let method = string(&method, "method", 16)?;
         let now = time(&now_ms, "nowMs")?;
-        for (value, name) in [(&path, "path"), (&body, "body")] {
-            if !value.is_string() {
-                return Err(Error::invalid(format!("{name} must be a string")).into());
-            }
+        if !path.is_string() {
+            return Err(Error::invalid("path must be a string").into());
         }
-        let answer = match (
-            string(&path, "path", MAX_PATH_BYTES),
-            string(&body, "body", limits::MAX_BODY_BYTES),
-        ) {
-            (Ok(path), Ok(body)) => {
-                let r = gateway::handle(&mut self.core, &method, &path, body.as_bytes(), now);
-                HttpOut {
-                    status: r.status,
-                    body: r.body,
-                }
+        let bytes = body.dyn_ref::<Uint8Array>();
+        if bytes.is_none() && !body.is_string() {
+            return Err(Error::invalid("body must be a Uint8Array or a string").into());
+        }
+        let body = match bytes {
+            Some(b) if b.length() as usize > limits::MAX_BODY_BYTES => {
+                Err(Error::invalid(format!(
+                    "body is {} bytes; the limit is {}",
+                    b.length(),
+                    limits::MAX_BODY_BYTES
+                )))
             }
-            (Err(e), _) | (_, Err(e)) => HttpOut {
-                status: e.code.http_status(),
-                body: encode(&ErrorBody::from(&e)),
-            },
+            Some(b) => Ok(b.to_vec()),
+            None => string(&body, "body", limits::MAX_BODY_BYTES).map(String::into_bytes),
         };
-        to_js(&answer)
+        let (status, answer) = match (string(&path, "path", MAX_PATH_BYTES), body) {
+            (Ok(path), Ok(body)) => {
+                let r = gateway::handle(&mut self.core, &method, &path, &body, now);
+                (r.status, r.body)
+            }
+            (Err(e), _) | (_, Err(e)) => (e.code.http_status(), encode(&ErrorBody::from(&e))),
+        };
+        let out = js_sys::Object::new();
+        let set = |key: &str, value: &JsValue| {
+            // A plain data property on a fresh object cannot throw.
+            let _ = js_sys::Reflect::set(&out, &JsValue::from_str(key), value);
+        };
+        set("status", &JsValue::from_f64(f64::from(status)));
+        set("body", &Uint8Array::from(answer.as_bytes()).into());
+        Ok(out.into())
     }
 
     pub fn snapshot(&self) -> Vec<u8> {
@@ -220,12 +232,6 @@ impl JsGatewayCore {
         let core = gateway::GatewayCore::restore(&bytes.to_vec(), config_from(&options)?)?;
         Ok(JsGatewayCore { core })
     }
-}
-
-#[derive(Serialize)]
-struct HttpOut {
-    status: u16,
-    body: String,
 }
 
 fn respond<T: Serialize>(result: Result<T, Error>) -> Result<JsValue, JsValue> {

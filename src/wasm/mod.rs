@@ -19,3 +19,4 @@ pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;
 pub use gateway::JsGatewayCore;
 pub use pacer::{JsGatewayRateState, JsLocalRateState, JsPermit};
+pub use port::JsGatewayClient;

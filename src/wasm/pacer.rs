@@ -51,14 +51,8 @@ export interface ObserveHeadersInput {
   /** The provider response's headers: a `Headers` or a plain record. */
   headers: Headers | Record<string, string>;
 }
-export interface GatewayPortLike {
-  acquire(request: unknown): Promise<unknown> | unknown;
-  release(request: unknown): Promise<unknown> | unknown;
-  penalize(request: unknown): Promise<unknown> | unknown;
-  charge(request: unknown): Promise<unknown> | unknown;
-  /** Optional: `POST /v1/rate/observe` (quota headers sent on their own). */
-  observe?(request: unknown): Promise<unknown> | unknown;
-}
+/** What a constructor takes to reach the gateway: `fetchPort(...)` or `coreTransport(core)`. */
+export type GatewayPortLike = import("./glue/fetch-port.js").GatewayTransport;
 "#;
 
 pub(crate) fn pacer_options(options: &JsValue) -> Result<PacerOptions> {

@@ -1,93 +1,270 @@
-//! The gateway port as JS hands it in: any object with `acquire`, `release`,
-//! `penalize` and `charge` methods that take a wire request object and
-//! return (a promise of) the wire response. `fetchPort(...)` makes one over
-//! `fetch`; a test can pass a `GatewayCore` wrapper.
+//! The gateway transport as JS hands it in: any object with
+//! `post(path, body)` that resolves to `{ status, body }`, bytes both ways.
+//! `fetchPort(...)` makes one over `fetch`, `coreTransport(core)` one over a
+//! `GatewayCore` in the same isolate. The paths and the body limit come
+//! from the protocol's endpoint table, which JS routers read from here.
 
-use js_sys::{Function, Reflect};
-use serde::Serialize;
+use js_sys::{Array, ArrayBuffer, Function, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 
-use super::error::foreign;
-use super::js::to_js;
+use std::rc::Rc;
+
+use super::error::{foreign, keep};
+use super::js::{promise, rejected, to_js};
 use super::reader::{message, settle};
-use crate::client::{GatewayPort, LocalBoxFuture};
-use crate::error::{Error, ErrorCode, Result};
+use crate::client::{GatewayPort, GatewayReply, GatewayTransport, LocalBoxFuture};
+use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::protocol::{
-    AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, Message, ObserveRequest,
-    ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
+    self, limits, AcquireRequest, ChargeRequest, Endpoint, ObserveRequest, PenalizeRequest,
+    ReleaseRequest, BUCKET_VIEW_PREFIX, ROUTES,
 };
 
+#[wasm_bindgen(typescript_custom_section)]
+const TS_WIRE: &'static str = r#"
+type WireAcquireRequest = import("./glue/fetch-port.js").AcquireRequest;
+type WireAcquireResponse = import("./glue/fetch-port.js").AcquireResponse;
+type WireReleaseRequest = import("./glue/fetch-port.js").ReleaseRequest;
+type WireReleaseResponse = import("./glue/fetch-port.js").ReleaseResponse;
+type WirePenalizeRequest = import("./glue/fetch-port.js").PenalizeRequest;
+type WirePenalizeResponse = import("./glue/fetch-port.js").PenalizeResponse;
+type WireObserveRequest = import("./glue/fetch-port.js").ObserveRequest;
+type WireObserveResponse = import("./glue/fetch-port.js").ObserveResponse;
+type WireChargeRequest = import("./glue/fetch-port.js").ChargeRequest;
+type WireChargeResponse = import("./glue/fetch-port.js").ChargeResponse;
+/** One POST endpoint of the gateway, from the protocol's endpoint table. */
+export interface GatewayRoute {
+  /** `acquire`, `release`, `penalize`, `observe` or `charge`. */
+  name: string;
+  path: string;
+  /** The request field naming the state it touches. */
+  owner: "bucketId" | "rootRunId";
+}
+export interface GatewayWire {
+  routes: GatewayRoute[];
+  /** `GET` this plus a percent-encoded bucket id: the bucket's state. */
+  bucketViewPrefix: string;
+  /** The largest request or answer body, in bytes. */
+  maxBodyBytes: number;
+}
+"#;
+
 pub(crate) struct JsPort {
-    port: JsValue,
+    transport: JsValue,
+    post: Function,
 }
 
 impl JsPort {
-    pub fn new(port: JsValue) -> Result<Self> {
-        if !port.is_object() {
-            return Err(Error::invalid(
-                "the gateway port must be an object (fetchPort({ fetch, baseUrl }) makes one)",
-            ));
+    pub fn new(transport: JsValue) -> Result<Self> {
+        let shape = "the gateway port must be a transport, an object with post(path, body) \
+                     (fetchPort({ fetch, baseUrl }) makes one)";
+        if !transport.is_object() {
+            return Err(Error::invalid(shape));
         }
-        for method in ["acquire", "release", "penalize", "charge"] {
-            let f = Reflect::get(&port, &JsValue::from_str(method)).unwrap_or(JsValue::UNDEFINED);
-            if !f.is_function() {
-                return Err(Error::invalid(format!(
-                    "the gateway port must have a {method}(request) method (fetchPort({{ fetch, baseUrl }}) makes one)"
-                )));
-            }
+        let post = Reflect::get(&transport, &JsValue::from_str("post")).map_err(|e| {
+            Error::invalid(format!("{shape}; reading its post threw (see cause)"))
+                .with_detail(Detail::Cause(keep(e)))
+        })?;
+        match post.dyn_into::<Function>() {
+            Ok(post) => Ok(JsPort { transport, post }),
+            Err(_) => Err(Error::invalid(shape)),
         }
-        Ok(JsPort { port })
     }
 
-    async fn call<Req: Serialize, Res: Message>(&self, method: &str, req: Req) -> Result<Res> {
-        let f: Function = Reflect::get(&self.port, &JsValue::from_str(method))
-            .unwrap_or(JsValue::UNDEFINED)
-            .unchecked_into();
-        let arg = to_js(&req).map_err(|_| Error::invalid("a request did not encode"))?;
-        // A port that throws or rejects failed as transport unless its error
-        // carries one of our codes.
-        let returned = f
-            .call1(&self.port, &arg)
-            .map_err(|e| foreign(e, ErrorCode::GatewayUnavailable))?;
-        let value = settle(returned)
-            .await
-            .map_err(|e| foreign(e, ErrorCode::GatewayUnavailable))?;
-        message(&value).map_err(|e| {
+    async fn round_trip(&self, path: &'static str, body: Vec<u8>) -> Result<GatewayReply> {
+        let bytes = Uint8Array::from(&body[..]);
+        // An error that carries one of our codes (fetchPort's, an abort)
+        // passes through; anything else a transport throws means no answer
+        // came, and is kept as the cause.
+        let failed = |thrown: JsValue| {
+            let coded = Reflect::get(&thrown, &JsValue::from_str("code"))
+                .ok()
+                .and_then(|c| c.as_string())
+                .is_some_and(|c| ErrorCode::parse(&c).is_some());
+            let mut e = foreign(thrown, ErrorCode::GatewayUnavailable);
+            if let (false, Some(Detail::Foreign(handle))) = (coded, &e.detail) {
+                e.detail = Some(Detail::Cause(*handle));
+            }
+            e
+        };
+        let returned = self
+            .post
+            .call2(&self.transport, &JsValue::from_str(path), &bytes)
+            .map_err(failed)?;
+        let value = settle(returned).await.map_err(failed)?;
+        reply(&value).map_err(|what| {
             Error::unavailable(format!(
-                "the gateway's {method} answer is malformed: {}",
-                e.message
+                "the gateway transport's answer to POST {path} is malformed: {what}"
             ))
         })
     }
 }
 
-impl GatewayPort for JsPort {
-    fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
-        Box::pin(self.call("acquire", req))
+/// Reads `{ status, body }`; the body is measured before it is copied in.
+fn reply(value: &JsValue) -> std::result::Result<GatewayReply, String> {
+    if !value.is_object() {
+        return Err("it must be an object { status, body }".into());
     }
-
-    fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
-        Box::pin(self.call("release", req))
+    let field = |key: &str| {
+        Reflect::get(value, &JsValue::from_str(key)).map_err(|_| format!("reading its {key} threw"))
+    };
+    let status = field("status")?
+        .as_f64()
+        .filter(|s| s.fract() == 0.0 && (100.0..=599.0).contains(s))
+        .ok_or("status must be an integer from 100 to 599")?;
+    let body = field("body")?;
+    let bytes = if let Some(buffer) = body.dyn_ref::<ArrayBuffer>() {
+        Uint8Array::new(buffer)
+    } else {
+        body.dyn_into::<Uint8Array>()
+            .map_err(|_| "body must be a Uint8Array")?
+    };
+    if bytes.length() as usize > limits::MAX_BODY_BYTES {
+        return Err(format!(
+            "its body is {} bytes; the limit is {}",
+            bytes.length(),
+            limits::MAX_BODY_BYTES
+        ));
     }
+    Ok(GatewayReply {
+        status: status as u16,
+        body: bytes.to_vec(),
+    })
+}
 
-    fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
-        Box::pin(self.call("penalize", req))
+impl GatewayTransport for JsPort {
+    fn post(&self, path: &'static str, body: Vec<u8>) -> LocalBoxFuture<'_, Result<GatewayReply>> {
+        Box::pin(self.round_trip(path, body))
     }
+}
 
-    fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
-        Box::pin(self.call("charge", req))
+fn set(target: &Object, key: &str, value: &JsValue) {
+    // A plain data property on a fresh object cannot throw.
+    let _ = Reflect::set(target, &JsValue::from_str(key), value);
+}
+
+/// The endpoint table, for routers and transports written in JS.
+#[wasm_bindgen(js_name = gatewayWire, unchecked_return_type = "GatewayWire")]
+pub fn gateway_wire() -> JsValue {
+    let routes = Array::new();
+    for r in ROUTES {
+        let route = Object::new();
+        set(&route, "name", &JsValue::from_str(r.name));
+        set(&route, "path", &JsValue::from_str(r.path));
+        set(&route, "owner", &JsValue::from_str(r.owner.field()));
+        routes.push(&route);
     }
+    let wire = Object::new();
+    set(&wire, "routes", &routes);
+    set(
+        &wire,
+        "bucketViewPrefix",
+        &JsValue::from_str(BUCKET_VIEW_PREFIX),
+    );
+    set(
+        &wire,
+        "maxBodyBytes",
+        &JsValue::from_f64(limits::MAX_BODY_BYTES as f64),
+    );
+    wire.into()
+}
 
-    /// `observe` is optional on a port: without it, quota reports ride on
-    /// acquires.
-    fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
-        let has =
-            Reflect::get(&self.port, &JsValue::from_str("observe")).is_ok_and(|f| f.is_function());
-        Box::pin(async move {
-            if !has {
-                return Err(Error::invalid("the gateway port has no observe method"));
-            }
-            self.call("observe", req).await
+/// The name of the gateway object that owns a request to `path`: its
+/// `bucketId`, or `"run:"` and its `rootRunId`. Throws `INVALID_INPUT` for
+/// an unknown path or a body without the id.
+#[wasm_bindgen(js_name = gatewayObjectName)]
+pub fn gateway_object_name(
+    #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] body: JsValue,
+) -> std::result::Result<String, JsValue> {
+    let path = super::reader::string(&path, "path", 256)?;
+    let route = protocol::route(&path)
+        .ok_or_else(|| Error::invalid(format!("no gateway endpoint at POST {path}")))?;
+    let body = body
+        .dyn_into::<Uint8Array>()
+        .map_err(|_| Error::invalid("body must be a Uint8Array"))?;
+    if body.length() as usize > limits::MAX_BODY_BYTES {
+        return Err(Error::invalid(format!(
+            "body is {} bytes; the limit is {}",
+            body.length(),
+            limits::MAX_BODY_BYTES
+        ))
+        .into());
+    }
+    Ok(protocol::owner_name(route, &body.to_vec())?)
+}
+
+/// The gateway's calls one by one, over a transport, for a host that talks
+/// to the gateway itself (an admin tool, a test): requests and answers in
+/// the wire protocol's shapes, encoded, decoded and error-mapped by the same
+/// codec the rate and budget states use.
+#[wasm_bindgen(js_name = GatewayClient)]
+pub struct JsGatewayClient {
+    port: Rc<JsPort>,
+}
+
+impl JsGatewayClient {
+    fn send<E: Endpoint + 'static>(
+        &self,
+        request: &JsValue,
+        call: fn(&JsPort, E) -> LocalBoxFuture<'_, Result<E::Response>>,
+    ) -> js_sys::Promise {
+        let request: E = match message(request) {
+            Ok(r) => r,
+            Err(e) => return rejected(e),
+        };
+        let port = self.port.clone();
+        promise(async move { to_js(&call(&port, request).await?) })
+    }
+}
+
+#[wasm_bindgen(js_class = GatewayClient)]
+impl JsGatewayClient {
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "GatewayPortLike")] transport: JsValue,
+    ) -> std::result::Result<JsGatewayClient, JsValue> {
+        Ok(JsGatewayClient {
+            port: Rc::new(JsPort::new(transport)?),
         })
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<WireAcquireResponse>")]
+    pub fn acquire(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "WireAcquireRequest")] request: JsValue,
+    ) -> js_sys::Promise {
+        self.send::<AcquireRequest>(&request, |p, r| p.acquire(r))
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<WireReleaseResponse>")]
+    pub fn release(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "WireReleaseRequest")] request: JsValue,
+    ) -> js_sys::Promise {
+        self.send::<ReleaseRequest>(&request, |p, r| p.release(r))
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<WirePenalizeResponse>")]
+    pub fn penalize(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "WirePenalizeRequest")] request: JsValue,
+    ) -> js_sys::Promise {
+        self.send::<PenalizeRequest>(&request, |p, r| p.penalize(r))
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<WireObserveResponse>")]
+    pub fn observe(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "WireObserveRequest")] request: JsValue,
+    ) -> js_sys::Promise {
+        self.send::<ObserveRequest>(&request, |p, r| p.observe(r))
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<WireChargeResponse>")]
+    pub fn charge(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "WireChargeRequest")] request: JsValue,
+    ) -> js_sys::Promise {
+        self.send::<ChargeRequest>(&request, |p, r| p.charge(r))
     }
 }

@@ -1,0 +1,143 @@
+//! The client's half of the wire: each request encoded once, each answer
+//! decoded once, and an error answer turned back into the error the gateway
+//! raised. Every transport goes through here, so a JS port, the in-process
+//! gateway and the simulation read answers alike.
+
+use super::port::{GatewayReply, GatewayTransport};
+use crate::error::{Detail, Error, Result};
+use crate::protocol::{decode, encode, Endpoint, ErrorBody};
+
+/// Enough of a proxy's HTML error page to recognise it in a log.
+const EXCERPT_BYTES: usize = 120;
+
+/// Posts `req` to its endpoint and decodes the answer.
+pub(crate) async fn call<T, E>(transport: &T, req: E) -> Result<E::Response>
+where
+    T: GatewayTransport + ?Sized,
+    E: Endpoint,
+{
+    let path = E::ROUTE.path;
+    let reply = transport.post(path, encode(&req).into_bytes()).await?;
+    answer(path, reply)
+}
+
+/// A 2xx body as the endpoint's answer; anything else as the error it
+/// carries. A body that says nothing usable is `GATEWAY_UNAVAILABLE` with
+/// the status, naming what came back.
+pub(crate) fn answer<M: crate::protocol::Message>(path: &str, reply: GatewayReply) -> Result<M> {
+    let GatewayReply { status, body } = reply;
+    let unusable = |what: String| {
+        Error::unavailable(format!(
+            "paceline gateway answered HTTP {status} to POST {path} with {what}"
+        ))
+        .with_detail(Detail::Status(status))
+    };
+    if (200..300).contains(&status) {
+        return decode::<M>(&body).map_err(|e| {
+            unusable(format!(
+                "{} ({})",
+                describe(&body, "that is not its answer"),
+                e.message
+            ))
+        });
+    }
+    match decode::<ErrorBody>(&body) {
+        Ok(error) => {
+            let mut e = error.into_error();
+            if e.detail.is_none() {
+                e.detail = Some(Detail::Status(status));
+            }
+            Err(e)
+        }
+        Err(_) => Err(unusable(describe(&body, "without an error code"))),
+    }
+}
+
+fn describe(body: &[u8], what: &str) -> String {
+    if body.is_empty() {
+        return "an empty body".into();
+    }
+    let text = String::from_utf8_lossy(body);
+    let mut end = text.len().min(EXCERPT_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let ellipsis = if end < text.len() { "…" } else { "" };
+    let excerpt = serde_json::to_string(&format!("{}{ellipsis}", &text[..end]))
+        .expect("a string always serializes");
+    format!("a body {what}: {excerpt}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+    use crate::protocol::{AcquireResponse, ChargeResponse};
+
+    fn reply(status: u16, body: &str) -> GatewayReply {
+        GatewayReply {
+            status,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_2xx_body_decodes_as_the_endpoints_answer() {
+        let r: AcquireResponse = answer(
+            "/p",
+            reply(200, r#"{"granted":1,"waitMs":0,"scheduledAtMs":[5]}"#),
+        )
+        .unwrap();
+        assert_eq!((r.granted, r.scheduled_at_ms), (1, Some(vec![5])));
+    }
+
+    #[test]
+    fn an_error_body_becomes_the_gateways_error_with_its_fields() {
+        let body = r#"{"error":{"code":"BUDGET_EXCEEDED","message":"over","key":"toolCall","observed":6,"limit":5}}"#;
+        let e = answer::<ChargeResponse>("/p", reply(409, body)).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (ErrorCode::BudgetExceeded, "over")
+        );
+        assert_eq!(
+            e.detail,
+            Some(Detail::Budget {
+                key: "toolCall".into(),
+                observed: 6,
+                limit: 5
+            })
+        );
+        let body = r#"{"error":{"code":"FORBIDDEN_SCOPE","message":"bad token"}}"#;
+        let e = answer::<ChargeResponse>("/p", reply(403, body)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::ForbiddenScope);
+        assert_eq!(e.detail, Some(Detail::Status(403)));
+    }
+
+    #[test]
+    fn an_unknown_code_from_a_newer_gateway_is_gateway_unavailable_with_its_message() {
+        let body = r#"{"error":{"code":"SOMETHING_NEW","message":"later"}}"#;
+        let e = answer::<ChargeResponse>("/p", reply(400, body)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::GatewayUnavailable);
+        assert!(e.message.contains("later"), "{}", e.message);
+    }
+
+    #[test]
+    fn unusable_bodies_are_gateway_unavailable_naming_status_path_and_an_excerpt() {
+        let page = format!("<html>{}</html>", "x".repeat(300));
+        for (status, body, says) in [
+            (502, page.as_str(), "without an error code: \"<html>xxx"),
+            (500, "", "an empty body"),
+            (200, "[1]", "that is not its answer: \"[1]\""),
+            (200, r#"{"granted":"#, "that is not its answer"),
+            (404, r#"{"error":{}}"#, "without an error code"),
+        ] {
+            let e = answer::<AcquireResponse>("/v1/rate/acquire", reply(status, body)).unwrap_err();
+            assert_eq!(e.code, ErrorCode::GatewayUnavailable, "{body}");
+            assert_eq!(e.detail, Some(Detail::Status(status)));
+            let head = format!("HTTP {status} to POST /v1/rate/acquire");
+            assert!(e.message.contains(&head), "{}", e.message);
+            assert!(e.message.contains(says), "{}", e.message);
+            assert!(e.message.len() < 400, "{}", e.message);
+        }
+    }
+}

@@ -1,7 +1,8 @@
 /** The storage calls the gateway object makes (a `DurableObjectStorage` has them). */
 export interface PacelineGatewayStorage {
-  get(key: string): Promise<unknown>;
-  put(key: string, value: Uint8Array): Promise<void>;
+  list(): Promise<Map<string, unknown>>;
+  put(entries: Record<string, Uint8Array>): Promise<void>;
+  delete(keys: string | string[]): Promise<unknown>;
 }
 
 /** The parts of a `DurableObjectState` the gateway object uses. */
@@ -30,8 +31,11 @@ export const DEFAULT_WINDOW_GUARD_MS: number;
 
 /**
  * A Durable Object hosting one `GatewayCore`. It serves the wire protocol,
- * and stores the core's snapshot before answering any POST that changed it
- * (status below 500), so a restarted object continues the same timelines.
+ * and before answering a request stores the records it changed (one per
+ * bucket, per run, and the lease-id counter, under keys of their own), so a
+ * restarted object continues the same timelines and a request's storage
+ * cost does not grow with what the object holds. An object that stored one
+ * `snapshot` value (earlier versions) moves it to records on its first start.
  */
 export class PacelineGateway {
   /** Throws an `Error` with `code: "INVALID_INPUT"` for a malformed env value. */

@@ -1,10 +1,17 @@
 // The gateway on Cloudflare: one GatewayCore per Durable Object, whose state
 // is stored before any answer leaves, so an evicted or restarted object
-// continues the same timelines and never grants a dispatch time twice.
+// continues the same timelines and never grants a dispatch time twice. The
+// state is stored as records, one per bucket and per run under keys of their
+// own, and a request writes only the records it changed: its storage cost is
+// bounded by what it touched, not by how much the object holds.
 import { GatewayCore, gatewayObjectName } from "../paceline.js";
 import { gatewayWireTable, handleGatewayRequest, readRequestBody } from "./gateway-http.js";
 
+// Where objects of earlier versions kept their whole state as one value; it
+// is read once, written again as records, and deleted.
 const SNAPSHOT_KEY = "snapshot";
+// Durable Object storage takes at most this many keys per put or delete.
+const KEYS_PER_CALL = 128;
 
 function configError(message, cause) {
   const error = new Error(message, cause === undefined ? undefined : { cause });
@@ -41,23 +48,26 @@ function coreOptions(env) {
   return options;
 }
 
-function sameBytes(a, b) {
-  if (a === undefined || a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
+/** Writes the records (`[key, bytes | null]`), in calls of at most 128 keys. */
+async function store(storage, records) {
+  const puts = records.filter(([, bytes]) => bytes !== null);
+  const deletes = records.filter(([, bytes]) => bytes === null).map(([key]) => key);
+  for (let i = 0; i < puts.length; i += KEYS_PER_CALL) {
+    await storage.put(Object.fromEntries(puts.slice(i, i + KEYS_PER_CALL)));
+  }
+  for (let i = 0; i < deletes.length; i += KEYS_PER_CALL) {
+    await storage.delete(deletes.slice(i, i + KEYS_PER_CALL));
+  }
 }
 
 export class PacelineGateway {
   #ctx;
   #core;
-  // Equal states give equal snapshots, so a request that changed nothing
-  // (a forged token, a bad body) costs no storage write.
-  #stored;
 
   constructor(ctx, env) {
     let options;
     try {
-      if (typeof ctx?.blockConcurrencyWhile !== "function" || typeof ctx.storage?.get !== "function") {
+      if (typeof ctx?.blockConcurrencyWhile !== "function" || typeof ctx.storage?.list !== "function") {
         throw configError("PacelineGateway needs a Durable Object state (ctx) with storage");
       }
       options = coreOptions(env ?? {});
@@ -65,13 +75,20 @@ export class PacelineGateway {
       throw cause?.code === "INVALID_INPUT" ? cause : configError("PacelineGateway: ctx or env could not be read", cause);
     }
     this.#ctx = ctx;
-    // A snapshot that cannot be restored fails the object loudly: starting
+    // Records that cannot be restored fail the object loudly: starting
     // empty would re-grant every time the lost timelines had handed out.
     ctx.blockConcurrencyWhile(async () => {
-      const saved = await ctx.storage.get(SNAPSHOT_KEY);
-      this.#core = saved === undefined ? new GatewayCore(options) : GatewayCore.restore(saved, options);
-      // A fresh core's state is what an empty storage already means.
-      this.#stored = saved ?? this.#core.snapshot();
+      const stored = await ctx.storage.list();
+      const snapshot = stored.get(SNAPSHOT_KEY);
+      if (snapshot !== undefined) {
+        this.#core = GatewayCore.restore(snapshot, options);
+        await store(ctx.storage, this.#core.records());
+        await ctx.storage.delete(SNAPSHOT_KEY);
+      } else if (stored.size > 0) {
+        this.#core = GatewayCore.restoreRecords(stored, options);
+      } else {
+        this.#core = new GatewayCore(options);
+      }
     });
   }
 
@@ -80,13 +97,10 @@ export class PacelineGateway {
       throw configError("fetch was called on an object that is not a PacelineGateway");
     }
     const response = await handleGatewayRequest(this.#core, request);
-    if (request.method === "POST" && response.status < 500) {
-      const bytes = this.#core.snapshot();
-      if (!sameBytes(this.#stored, bytes)) {
-        this.#stored = bytes;
-        await this.#ctx.storage.put(SNAPSHOT_KEY, bytes);
-      }
-    }
+    // A request that changed nothing (a forged token, a bad body) has no
+    // records to write.
+    const changed = this.#core.takeChangedRecords();
+    if (changed.length > 0) await store(this.#ctx.storage, changed);
     return response;
   }
 }

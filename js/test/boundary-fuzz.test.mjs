@@ -126,7 +126,11 @@ function hostilePort(rand, hostile) {
 function fakeState() {
   const stored = new Map();
   return {
-    storage: { get: async (k) => stored.get(k), put: async (k, v) => void stored.set(k, v) },
+    storage: {
+      list: async () => new Map(stored),
+      put: async (entries) => void Object.entries(entries).forEach(([k, v]) => stored.set(k, v)),
+      delete: async (keys) => void [keys].flat().forEach((k) => stored.delete(k)),
+    },
     blockConcurrencyWhile: (f) => f(),
   };
 }

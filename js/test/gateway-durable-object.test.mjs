@@ -9,20 +9,29 @@ const { PacelineGateway, routeGatewayRequest, mintRateScopeToken, mintRunScopeTo
 const rules = [{ requestsPerWindow: 20, windowMs: 1000 }];
 
 /**
- * A Durable Object state over `store`. Its put settles a turn later, so a
- * response that did not wait for it is seen before the write lands.
+ * A Durable Object state over `store`. Its writes settle a turn later, so a
+ * response that did not wait for them is seen before they land; `puts`
+ * counts the put calls, `written` the bytes they carried.
  */
 function fakeState(store = new Map()) {
   const state = {
     store,
     puts: 0,
+    written: 0,
     ready: undefined,
     storage: {
-      get: async (key) => store.get(key),
-      put: async (key, value) => {
+      list: async () => new Map(store),
+      put: async (entries) => {
         await new Promise((resolve) => setImmediate(resolve));
-        store.set(key, value.slice());
+        for (const [key, value] of Object.entries(entries)) {
+          store.set(key, value.slice());
+          state.written += key.length + value.byteLength;
+        }
         state.puts += 1;
+      },
+      delete: async (keys) => {
+        await new Promise((resolve) => setImmediate(resolve));
+        for (const key of [keys].flat()) store.delete(key);
       },
     },
     blockConcurrencyWhile(callback) {
@@ -56,7 +65,8 @@ describe("PacelineGateway", () => {
     const { state, object } = await startObject();
     const res = await object.fetch(post("/v1/rate/acquire", { bucketId: "b", rules, requested: 3 }));
     assert.equal(state.puts, 1, "the write had landed when fetch resolved");
-    assert.ok(state.store.get("snapshot") instanceof Uint8Array);
+    assert.ok(state.store.get("bucket:b") instanceof Uint8Array);
+    assert.ok(state.store.get("meta") instanceof Uint8Array);
     assert.equal(res.status, 200);
     assert.equal(res.headers.get("content-type"), "application/json");
     assert.equal((await res.json()).granted, 3);
@@ -97,6 +107,34 @@ describe("PacelineGateway", () => {
     const restarted = await startObject({ PACELINE_SECRET: secret }, state.store);
     const retried = await call(restarted.object, "/v1/budget/charge", charge);
     assert.deepEqual(retried, refused);
+  });
+
+  test("an acquire writes only its bucket's record, however many buckets the object holds", async () => {
+    const { state, object } = await startObject();
+    const grant = (bucketId) => call(object, "/v1/rate/acquire", { bucketId, rules, requested: 1 });
+    await grant("b-0");
+    const alone = state.written;
+    for (let i = 1; i < 200; i++) await grant(`b-${i}`);
+    const before = state.written;
+    await grant("b-0");
+    const oneOf200 = state.written - before;
+    assert.equal(state.store.size, 201, "200 bucket records and the meta record");
+    assert.ok(oneOf200 <= alone, `an acquire among 200 buckets wrote ${oneOf200} bytes, alone ${alone}`);
+  });
+
+  test("an object that stored one snapshot moves it to records and continues from them", async () => {
+    const { GatewayCore } = paceline;
+    const core = new GatewayCore({ windowGuardMs: 25 });
+    const answer = core.handle("POST", "/v1/rate/acquire", JSON.stringify({ bucketId: "b", rules, requested: 10 }), Date.now());
+    const last = JSON.parse(new TextDecoder().decode(answer.body)).scheduledAtMs.at(-1);
+    const store = new Map([["snapshot", core.snapshot()]]);
+    const { object } = await startObject({}, store);
+    assert.equal(store.has("snapshot"), false);
+    assert.ok(store.get("bucket:b") instanceof Uint8Array);
+    const again = await startObject({}, store);
+    const { body: next } = await call(again.object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 1 });
+    assert.ok(next.scheduledAtMs[0] >= last + 50, `${next.scheduledAtMs[0]} continues after ${last}`);
+    void object;
   });
 
   test("the env sets the horizon; numbers may come as strings", async () => {

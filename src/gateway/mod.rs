@@ -33,6 +33,7 @@ pub use scope::{
     mint_rate_scope_token, mint_run_scope_token, verify_rate_scope_token, verify_run_scope_token,
     MAX_TOKEN_LIFETIME_MS,
 };
+pub use snapshot::{StoredRecord, META_KEY};
 pub use view::BucketView;
 
 use std::collections::HashMap;
@@ -62,6 +63,8 @@ pub struct GatewayCore {
     /// No bucket made from now on places a permit before this: the latest
     /// time any forgotten bucket had reserved.
     floor: Micros,
+    /// Buckets and runs changed since the host last stored them.
+    changed: snapshot::Changed,
 }
 
 impl GatewayCore {
@@ -78,6 +81,7 @@ impl GatewayCore {
             idle_runs: IdleIndex::default(),
             ids: LeaseIds::new(lease_key.into()),
             floor: 0,
+            changed: snapshot::Changed::default(),
         })
     }
 
@@ -102,6 +106,7 @@ impl GatewayCore {
         while let Some(id) = self.idle_buckets.pop_due(now) {
             if let Some(b) = self.buckets.remove(&id) {
                 self.floor = self.floor.max(b.next_free(0));
+                self.changed.bucket(&id);
             }
         }
         if self.buckets.len() >= self.config.max_buckets {
@@ -122,6 +127,7 @@ impl GatewayCore {
         if let Some(b) = self.buckets.get(bucket_id) {
             self.idle_buckets
                 .set(bucket_id, bucket_forgettable_at(b, now));
+            self.changed.bucket(bucket_id);
         }
     }
 
@@ -197,6 +203,8 @@ impl GatewayCore {
         });
         if released > 0 {
             self.touched(&req.bucket_id, now);
+        } else if !req.returned_at_ms.is_empty() && self.buckets.contains_key(&req.bucket_id) {
+            self.changed.bucket(&req.bucket_id);
         }
         Ok(ReleaseResponse { released })
     }
@@ -254,6 +262,7 @@ impl GatewayCore {
         }
         let now = micros(now_ms);
         let run = &req.root_run_id;
+        self.changed.run(run);
         if self.idle_runs.get(run).is_some_and(|at| at <= now) {
             self.idle_runs.remove(run);
             self.ledgers.remove(run);
@@ -261,6 +270,7 @@ impl GatewayCore {
         if !self.ledgers.contains_key(run) {
             while let Some(id) = self.idle_runs.pop_due(now) {
                 self.ledgers.remove(&id);
+                self.changed.run(&id);
             }
             if self.ledgers.len() >= self.config.max_runs {
                 return Err(Error::unavailable(format!(

@@ -49,6 +49,12 @@ export interface BucketView {
 }
 "#;
 
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(catch, js_namespace = Array, js_name = from)]
+    fn array_from(value: &JsValue) -> Result<js_sys::Array, JsValue>;
+}
+
 #[wasm_bindgen(js_name = GatewayCore)]
 pub struct JsGatewayCore {
     core: gateway::GatewayCore,
@@ -215,6 +221,68 @@ impl JsGatewayCore {
         self.core.snapshot()
     }
 
+    /// Every record of the state, `[key, bytes]`, to store under its key.
+    #[wasm_bindgen(unchecked_return_type = "[string, Uint8Array][]")]
+    pub fn records(&self) -> js_sys::Array {
+        self.core
+            .records()
+            .into_iter()
+            .map(|(key, bytes)| record_pair(&key, Some(&bytes)))
+            .collect()
+    }
+
+    /// The records changed since the last call, `[key, bytes]` to store or
+    /// `[key, null]` to delete; empty when nothing changed.
+    #[wasm_bindgen(
+        js_name = takeChangedRecords,
+        unchecked_return_type = "[string, Uint8Array | null][]"
+    )]
+    pub fn take_changed_records(&mut self) -> js_sys::Array {
+        self.core
+            .take_changed_records()
+            .into_iter()
+            .map(|(key, bytes)| record_pair(&key, bytes.as_deref()))
+            .collect()
+    }
+
+    /// A core continuing from stored records (`[key, bytes]` pairs in any
+    /// order, as `records` and `takeChangedRecords` gave them; a `Map`
+    /// works).
+    #[wasm_bindgen(js_name = restoreRecords)]
+    pub fn restore_records(
+        #[wasm_bindgen(unchecked_param_type = "Iterable<[string, Uint8Array]>")] records: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: JsValue,
+    ) -> Result<JsGatewayCore, JsValue> {
+        let config = config_from(&options)?;
+        let pairs = array_from(&records).map_err(|e| {
+            Error::invalid("records must be an iterable of [key, bytes] pairs (see cause)")
+                .with_detail(crate::error::Detail::Cause(super::error::keep(e)))
+        })?;
+        let mut owned = Vec::with_capacity(pairs.length() as usize);
+        let mut total: u64 = 0;
+        for pair in pairs.iter() {
+            let key = js_sys::Reflect::get_u32(&pair, 0).unwrap_or(JsValue::UNDEFINED);
+            let key = string(&key, "a record's key", 4 * limits::MAX_ID_BYTES)?;
+            let bytes = js_sys::Reflect::get_u32(&pair, 1)
+                .ok()
+                .and_then(|b| b.dyn_into::<Uint8Array>().ok())
+                .ok_or_else(|| Error::invalid(format!("record {key} must be a Uint8Array")))?;
+            total += u64::from(bytes.length());
+            if total > u64::from(MAX_SNAPSHOT_BYTES) {
+                return Err(Error::invalid(format!(
+                    "the records are over {MAX_SNAPSHOT_BYTES} bytes"
+                ))
+                .into());
+            }
+            owned.push((key, bytes.to_vec()));
+        }
+        let core = gateway::GatewayCore::restore_records(
+            owned.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
+            config,
+        )?;
+        Ok(JsGatewayCore { core })
+    }
+
     pub fn restore(
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] bytes: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: JsValue,
@@ -232,6 +300,11 @@ impl JsGatewayCore {
         let core = gateway::GatewayCore::restore(&bytes.to_vec(), config_from(&options)?)?;
         Ok(JsGatewayCore { core })
     }
+}
+
+fn record_pair(key: &str, bytes: Option<&[u8]>) -> JsValue {
+    let value = bytes.map_or(JsValue::NULL, |b| Uint8Array::from(b).into());
+    js_sys::Array::of2(&JsValue::from_str(key), &value).into()
 }
 
 fn respond<T: Serialize>(result: Result<T, Error>) -> Result<JsValue, JsValue> {

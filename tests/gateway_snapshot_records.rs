@@ -1,0 +1,210 @@
+//! Snapshot formats across versions, and the keyed records a Durable Object
+//! stores: a version-2 snapshot restores to the state it was written from,
+//! records restore to the same gateway as the whole snapshot, and a request
+//! changes only the records of what it touched.
+
+use std::collections::BTreeMap;
+
+use paceline::gateway::{handle, GatewayConfig, GatewayCore};
+
+const T0: u64 = 1_767_225_600_000;
+
+/// The state the version-2 fixture was written from: leases, a cooldown, an
+/// adaptive cut, a quota window, returned times and a run's ledger.
+fn v2_scenario() -> GatewayCore {
+    let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
+    let mut post = |path: &str, body: &str, now: u64| {
+        let r = handle(&mut g, "POST", path, body.as_bytes(), now);
+        assert!(r.status < 500, "{}", r.body);
+        r.body
+    };
+    let leased = r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":10}]"#;
+    post(
+        "/v1/rate/acquire",
+        &format!(r#"{{"bucketId":"org:leased",{leased},"requested":4}}"#),
+        T0,
+    );
+    post(
+        "/v1/rate/acquire",
+        r#"{"bucketId":"org:cut","rules":[{"requestsPerWindow":10,"windowMs":1000}],"requested":1}"#,
+        T0,
+    );
+    post(
+        "/v1/rate/penalize",
+        r#"{"bucketId":"org:cut","cooldownMs":2000}"#,
+        T0,
+    );
+    let adaptive = r#""rules":[{"requestsPerWindow":100,"windowMs":1000,"adaptiveMaxRps":50}]"#;
+    post(
+        "/v1/rate/acquire",
+        &format!(r#"{{"bucketId":"org:adaptive",{adaptive},"requested":3}}"#),
+        T0,
+    );
+    post(
+        "/v1/rate/penalize",
+        r#"{"bucketId":"org:adaptive","cooldownMs":500}"#,
+        T0 + 10,
+    );
+    let quota = format!(
+        r#"{{"bucketId":"org:quota","rules":[{{"requestsPerWindow":30,"windowMs":60000}}],"requested":5,"quota":{{"observedAtMs":{T0},"limit":30,"windowMs":60000,"remaining":12,"resetAtMs":{}}}}}"#,
+        T0 + 30_000
+    );
+    let grant = post("/v1/rate/acquire", &quota, T0);
+    let times: serde_json::Value = serde_json::from_str(&grant).unwrap();
+    let last = times["scheduledAtMs"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    post(
+        "/v1/rate/release",
+        &format!(
+            r#"{{"bucketId":"org:quota","rules":[{{"requestsPerWindow":30,"windowMs":60000}}],"leaseIds":[],"returnedAtMs":[{last}]}}"#
+        ),
+        T0 + 1,
+    );
+    post(
+        "/v1/budget/charge",
+        r#"{"rootRunId":"run-1","reservationId":"r1","charges":[{"key":"toolCall","amount":3,"limit":10},{"key":"retry","amount":1,"limit":5}]}"#,
+        T0,
+    );
+    post(
+        "/v1/budget/charge",
+        r#"{"rootRunId":"run-1","reservationId":"r2","charges":[{"key":"toolCall","amount":9,"limit":10}]}"#,
+        T0,
+    );
+    g
+}
+
+#[test]
+fn a_version_2_snapshot_restores_to_the_state_it_was_written_from() {
+    // Written by the version-2 build from `v2_scenario`.
+    let v2 = include_bytes!("fixtures/gateway-snapshot-v2.bin");
+    assert_eq!(v2[4], 2, "the fixture is version 2");
+    let restored = GatewayCore::restore(v2, GatewayConfig::default()).unwrap();
+    let now = v2_scenario().snapshot();
+    assert_eq!(now[4], 3);
+    assert_eq!(restored.snapshot(), now, "nothing was lost or changed");
+}
+
+/// A host's storage: records applied as `take_changed_records` hands them.
+fn apply(store: &mut BTreeMap<String, Vec<u8>>, g: &mut GatewayCore) -> usize {
+    let changed = g.take_changed_records();
+    for (key, value) in &changed {
+        match value {
+            Some(bytes) => store.insert(key.clone(), bytes.clone()),
+            None => store.remove(key),
+        };
+    }
+    changed.len()
+}
+
+fn restored(store: &BTreeMap<String, Vec<u8>>) -> GatewayCore {
+    GatewayCore::restore_records(
+        store.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
+        GatewayConfig::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_records_restore_the_gateway_the_whole_snapshot_restores() {
+    let g = v2_scenario();
+    let records: BTreeMap<_, _> = g.records().into_iter().collect();
+    assert_eq!(records.len(), 1 + 4 + 1, "meta, four buckets, one run");
+    assert_eq!(restored(&records).snapshot(), g.snapshot());
+}
+
+#[test]
+fn changed_records_kept_request_by_request_restore_the_same_gateway() {
+    let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
+    let mut store = BTreeMap::new();
+    let acquire = |b: &str| {
+        format!(
+            r#"{{"bucketId":"{b}","rules":[{{"requestsPerWindow":5,"windowMs":1000,"maxConcurrency":3}}],"requested":2}}"#
+        )
+    };
+    for (i, bucket) in ["a", "b", "a", "c"].into_iter().enumerate() {
+        let now = T0 + i as u64 * 400;
+        let r = handle(
+            &mut g,
+            "POST",
+            "/v1/rate/acquire",
+            acquire(bucket).as_bytes(),
+            now,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert!(
+            apply(&mut store, &mut g) <= 2,
+            "its bucket and the lease counter"
+        );
+        assert_eq!(restored(&store).snapshot(), g.snapshot());
+    }
+    let charge = r#"{"rootRunId":"run-1","reservationId":"r1","charges":[{"key":"toolCall","amount":1,"limit":3}]}"#;
+    handle(
+        &mut g,
+        "POST",
+        "/v1/budget/charge",
+        charge.as_bytes(),
+        T0 + 2_000,
+    );
+    assert_eq!(apply(&mut store, &mut g), 1, "the run's record alone");
+    assert_eq!(restored(&store).snapshot(), g.snapshot());
+}
+
+#[test]
+fn a_request_that_changes_nothing_changes_no_record() {
+    let config = GatewayConfig {
+        secret: Some(b"s".to_vec()),
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 7).unwrap();
+    let body =
+        r#"{"bucketId":"b","rules":[{"requestsPerWindow":5,"windowMs":1000}],"requested":1}"#;
+    assert_eq!(
+        handle(&mut g, "POST", "/v1/rate/acquire", body.as_bytes(), T0).status,
+        403
+    );
+    assert_eq!(
+        handle(&mut g, "POST", "/v1/rate/acquire", b"{", T0).status,
+        400
+    );
+    assert!(g.take_changed_records().is_empty());
+}
+
+#[test]
+fn a_forgotten_bucket_is_a_deleted_record() {
+    let config = GatewayConfig {
+        max_buckets: 1,
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 7).unwrap();
+    let mut store = BTreeMap::new();
+    let body = |b: &str| {
+        format!(
+            r#"{{"bucketId":"{b}","rules":[{{"requestsPerWindow":5,"windowMs":1000}}],"requested":1}}"#
+        )
+    };
+    handle(
+        &mut g,
+        "POST",
+        "/v1/rate/acquire",
+        body("old").as_bytes(),
+        T0,
+    );
+    apply(&mut store, &mut g);
+    assert!(store.contains_key("bucket:old"));
+    let r = handle(
+        &mut g,
+        "POST",
+        "/v1/rate/acquire",
+        body("new").as_bytes(),
+        T0 + 60_000,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    apply(&mut store, &mut g);
+    assert!(!store.contains_key("bucket:old"), "{:?}", store.keys());
+    assert!(store.contains_key("bucket:new"));
+    assert_eq!(restored(&store).snapshot(), g.snapshot());
+}

@@ -107,6 +107,12 @@ fn call<E: Endpoint>(
     f(request).map(|response| HttpResponse::ok(&response))
 }
 
+/// `text` as a JSON string, for a message (core's `{:?}` would add its own
+/// escaping code to the wasm).
+fn quoted(text: &str) -> String {
+    serde_json::to_string(text).expect("a string always serializes")
+}
+
 fn percent_decode(text: &str) -> Result<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
@@ -116,7 +122,7 @@ fn percent_decode(text: &str) -> Result<String> {
             let hex = text
                 .get(i + 1..i + 3)
                 .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| Error::invalid(format!("bad percent-escape in {text:?}")))?;
+                .ok_or_else(|| Error::invalid(format!("bad percent-escape in {}", quoted(text))))?;
             out.push(hex);
             i += 3;
         } else {
@@ -127,7 +133,7 @@ fn percent_decode(text: &str) -> Result<String> {
     String::from_utf8(out).map_err(|_| {
         Error::new(
             ErrorCode::InvalidInput,
-            format!("{text:?} is not UTF-8 once decoded"),
+            format!("{} is not UTF-8 once decoded", quoted(text)),
         )
     })
 }

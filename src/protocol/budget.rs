@@ -46,9 +46,9 @@ impl Message for ChargeRequest {
             };
             if charges.iter().any(|seen| seen.key == charge.key) {
                 return Err(Error::invalid(format!(
-                    "{} repeats the key {:?}; charge each key once per request",
+                    "{} repeats the key {}; charge each key once per request",
                     c.name("key"),
-                    charge.key
+                    super::encode(&charge.key)
                 )));
             }
             charges.push(charge);

@@ -280,8 +280,9 @@ fn budget_kind(kind: &str) -> Result<BudgetKind> {
         "waterfallStep" => BudgetKind::WaterfallStep,
         other => {
             return Err(Error::invalid(format!(
-                "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {other:?}"
-            )))
+            "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {}",
+            crate::protocol::encode(&other)
+        )))
         }
     })
 }

@@ -109,6 +109,27 @@ fn finished(r: &Reader) -> Result<()> {
     Ok(())
 }
 
+/// A bucket's record and the time it may be forgotten.
+fn bucket_entry(r: &mut Reader, guard_ms: u64, version: u8) -> Result<(Bucket, Micros)> {
+    let bucket = read_bucket(r, guard_ms, version)?;
+    let idle_at = if version == 1 {
+        // No time of its last call was kept: take its latest reserved
+        // time, which is no later.
+        bucket_forgettable_at(&bucket, bucket.next_free(0))
+    } else {
+        r.uint()?
+    };
+    Ok((bucket, idle_at))
+}
+
+/// A run's ledger and the time it may be forgotten. A run from version 1
+/// has no known last charge; its next charge starts its idle time.
+fn run_entry(r: &mut Reader, version: u8) -> Result<(Ledger, Option<Micros>)> {
+    let ledger = read_ledger(r, version)?;
+    let idle_at = if version == 1 { None } else { r.opt_uint()? };
+    Ok((ledger, idle_at))
+}
+
 /// Where a length-prefixed record of a version-3 snapshot ends (earlier
 /// versions wrote records inline).
 fn record_end(r: &mut Reader, version: u8) -> Result<Option<usize>> {
@@ -280,13 +301,11 @@ impl GatewayCore {
                 core = Some(GatewayCore::from_meta(&mut r, config.clone(), version)?);
                 finished(&r)?;
             } else if let Some(id) = key.strip_prefix(BUCKET_PREFIX) {
-                let bucket = read_bucket(&mut r, config.window_guard_ms, version)?;
-                let idle_at = r.uint()?;
+                let (bucket, idle_at) = bucket_entry(&mut r, config.window_guard_ms, version)?;
                 finished(&r)?;
                 buckets.push((id.to_owned(), bucket, idle_at));
             } else if let Some(id) = key.strip_prefix(RUN_PREFIX) {
-                let ledger = read_ledger(&mut r, version)?;
-                let idle_at = r.opt_uint()?;
+                let (ledger, idle_at) = run_entry(&mut r, version)?;
                 finished(&r)?;
                 runs.push((id.to_owned(), ledger, idle_at));
             } else {
@@ -353,14 +372,7 @@ impl GatewayCore {
         for _ in 0..r.len()? {
             let id = r.str()?;
             let end = record_end(&mut r, version)?;
-            let bucket = read_bucket(&mut r, guard_ms, version)?;
-            let idle_at = if version == 1 {
-                // No time of its last call was kept: take its latest
-                // reserved time, which is no later.
-                bucket_forgettable_at(&bucket, bucket.next_free(0))
-            } else {
-                r.uint()?
-            };
+            let (bucket, idle_at) = bucket_entry(&mut r, guard_ms, version)?;
             record_ended(&r, end)?;
             idle_buckets.set(&id, idle_at);
             buckets.insert(id, bucket);
@@ -370,12 +382,11 @@ impl GatewayCore {
         for _ in 0..r.len()? {
             let id = r.str()?;
             let end = record_end(&mut r, version)?;
-            ledgers.insert(id.clone(), read_ledger(&mut r, version)?);
-            // A run from version 1 has no known last charge; its next
-            // charge starts its idle time.
-            if let Some(idle_at) = if version == 1 { None } else { r.opt_uint()? } {
+            let (ledger, idle_at) = run_entry(&mut r, version)?;
+            if let Some(idle_at) = idle_at {
                 idle_runs.set(&id, idle_at);
             }
+            ledgers.insert(id, ledger);
             record_ended(&r, end)?;
         }
         finished(&r)?;

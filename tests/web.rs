@@ -105,8 +105,8 @@ fn version_matches_the_crate() {
 }
 
 mod client {
-    //! The exported client classes against a gateway port made in the page
-    //! from the exported `GatewayCore`.
+    //! The exported client classes against a gateway transport made in the
+    //! page from the exported `GatewayCore`.
 
     use std::cell::RefCell;
     use std::rc::Rc;
@@ -119,24 +119,22 @@ mod client {
 
     use super::prop;
 
-    fn port_from(core: Rc<RefCell<JsGatewayCore>>) -> JsValue {
+    /// A transport whose `post` calls `answer(path, body)`.
+    fn transport(
+        answer: impl FnMut(JsValue, JsValue) -> Result<JsValue, JsValue> + 'static,
+    ) -> JsValue {
         let port = Object::new();
-        for method in ["acquire", "release", "penalize", "charge"] {
-            let core = core.clone();
-            let f = Closure::<dyn FnMut(JsValue) -> Result<JsValue, JsValue>>::new(move |req| {
-                let mut core = core.borrow_mut();
-                let now: JsValue = Date::now().into();
-                match method {
-                    "acquire" => core.acquire(req, now),
-                    "release" => core.release(req, now),
-                    "penalize" => core.penalize(req, now),
-                    _ => core.charge(req, now),
-                }
-            });
-            Reflect::set(&port, &method.into(), f.as_ref()).unwrap();
-            f.forget();
-        }
+        let post = Closure::<dyn FnMut(JsValue, JsValue) -> Result<JsValue, JsValue>>::new(answer);
+        Reflect::set(&port, &"post".into(), post.as_ref()).unwrap();
+        post.forget();
         port.into()
+    }
+
+    fn port_from(core: Rc<RefCell<JsGatewayCore>>) -> JsValue {
+        transport(move |path, body| {
+            let now: JsValue = Date::now().into();
+            core.borrow_mut().handle("POST".into(), path, body, now)
+        })
     }
 
     fn in_page_gateway() -> (Rc<RefCell<JsGatewayCore>>, JsValue) {
@@ -221,15 +219,18 @@ mod client {
 
     #[wasm_bindgen_test]
     async fn a_grant_with_fewer_times_than_permits_is_rejected() {
-        let port = Object::new();
-        let bad = Closure::<dyn FnMut(JsValue) -> JsValue>::new(|_| {
-            json(r#"{"granted":2,"waitMs":0,"scheduledAtMs":[1]}"#)
+        let port = transport(|_, _| {
+            let answer = Object::new();
+            let body = br#"{"granted":2,"waitMs":0,"scheduledAtMs":[1]}"#;
+            Reflect::set(&answer, &"status".into(), &200.into())?;
+            Reflect::set(
+                &answer,
+                &"body".into(),
+                &js_sys::Uint8Array::from(&body[..]),
+            )?;
+            Ok(answer.into())
         });
-        for method in ["acquire", "release", "penalize", "charge"] {
-            Reflect::set(&port, &method.into(), bad.as_ref()).unwrap();
-        }
-        bad.forget();
-        let pacer = JsGatewayRateState::new(port.into(), JsValue::UNDEFINED).unwrap();
+        let pacer = JsGatewayRateState::new(port, JsValue::UNDEFINED).unwrap();
         let input =
             json(r#"{"bucketId":"org:p","rules":[{"requestsPerWindow":20,"windowMs":1000}]}"#);
         let e = settle(pacer.acquire(input)).await.unwrap_err();

@@ -5,9 +5,8 @@
 use serde_json::Value;
 
 use super::{
-    limits, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, Message,
-    ObserveRequest, ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
-    ReleaseResponse,
+    AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, Message, ObserveRequest,
+    ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
 use crate::error::{Error, Result};
 
@@ -115,15 +114,7 @@ pub fn route(path: &str) -> Option<Route> {
 /// with a bucket of the same name). Reads only that field; the object
 /// validates the rest.
 pub fn owner_name(route: Route, body: &[u8]) -> Result<String> {
-    if body.len() > limits::MAX_BODY_BYTES {
-        return Err(Error::invalid(format!(
-            "body is {} bytes; the limit is {}",
-            body.len(),
-            limits::MAX_BODY_BYTES
-        )));
-    }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
+    let value = super::parse_body(body)?;
     let field = route.owner.field();
     let id = value
         .get(field)

@@ -67,6 +67,13 @@ pub trait Message: Serialize + Sized {
 
 /// Decodes and validates one message from a request or response body.
 pub fn decode<M: Message>(body: &[u8]) -> Result<M> {
+    M::from_value(&parse_body(body)?)
+}
+
+/// A body as JSON, within the body limit: one copy of the parser for every
+/// message type (a copy per type costs the wasm kilobytes each).
+#[inline(never)]
+pub(crate) fn parse_body(body: &[u8]) -> Result<Value> {
     if body.len() > limits::MAX_BODY_BYTES {
         return Err(Error::invalid(format!(
             "body is {} bytes; the limit is {}",
@@ -74,9 +81,7 @@ pub fn decode<M: Message>(body: &[u8]) -> Result<M> {
             limits::MAX_BODY_BYTES
         )));
     }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
-    M::from_value(&value)
+    serde_json::from_slice(body).map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))
 }
 
 pub fn encode<M: Serialize>(message: &M) -> String {

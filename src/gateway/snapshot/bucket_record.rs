@@ -89,14 +89,21 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     let adaptive_tat = r.uint()?;
     let cooldown_until = r.uint()?;
     let pending_cut = r.byte()? != 0;
-    let mut leases = LeaseTable::default();
+    let mut entries = Vec::new();
     for _ in 0..r.len()? {
         let id = if version == 1 {
             LeaseId::from(r.u64()?)
         } else {
             LeaseId::from_le_bytes(r.array()?)
         };
-        leases.insert(id, r.uint()?);
+        entries.push((r.uint()?, id));
+    }
+    // In expiry order every insert lands at the back of the table's queue:
+    // a restore is O(n log n) whatever order the record lists them in.
+    entries.sort_unstable();
+    let mut leases = LeaseTable::default();
+    for (expires_at, id) in entries {
+        leases.insert(id, expires_at);
     }
     let mut bucket = Bucket {
         signature: if rules.is_empty() {

@@ -208,3 +208,39 @@ fn a_forgotten_bucket_is_a_deleted_record() {
     assert!(store.contains_key("bucket:new"));
     assert_eq!(restored(&store).snapshot(), g.snapshot());
 }
+
+#[test]
+fn a_record_listing_leases_out_of_expiry_order_is_refused() {
+    use sha2::{Digest, Sha256};
+    let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
+    let body = r#"{"bucketId":"b","rules":[{"requestsPerWindow":5,"windowMs":1000,"maxConcurrency":5}],"requested":2}"#;
+    let r = handle(&mut g, "POST", "/v1/rate/acquire", body.as_bytes(), T0);
+    let grant: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    let ids: Vec<[u8; 16]> = grant["leaseIds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|id| {
+            u128::from_str_radix(id.as_str().unwrap(), 16)
+                .unwrap()
+                .to_le_bytes()
+        })
+        .collect();
+    let mut bytes = g.snapshot();
+    let at = |id: &[u8; 16]| bytes.windows(16).position(|w| w == id).unwrap();
+    let (first, second) = (at(&ids[0]), at(&ids[1]));
+    assert!(first < second, "written in expiry order");
+    // Swap the two entries (each an id and its expiry), then seal again.
+    let end = bytes.len() - 8;
+    let second_len = (second..end)
+        .find(|&i| i > second + 16 && bytes[i - 1] < 0x80)
+        .unwrap()
+        - second;
+    let one = bytes[first..second].to_vec();
+    let two = bytes[second..second + second_len].to_vec();
+    bytes.splice(first..second + second_len, [two, one].concat());
+    let sum = Sha256::digest(&bytes[..end]);
+    bytes[end..].copy_from_slice(&sum[..8]);
+    let e = GatewayCore::restore(&bytes, GatewayConfig::default()).unwrap_err();
+    assert!(e.message.contains("out of expiry order"), "{}", e.message);
+}

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use super::codec::{Reader, Writer};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gateway::adaptive::{AdaptiveRate, Curve, Pause};
 use crate::gateway::bucket::Bucket;
 use crate::gateway::concurrency::ConcurrencyLimits;
@@ -89,21 +89,27 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     let adaptive_tat = r.uint()?;
     let cooldown_until = r.uint()?;
     let pending_cut = r.byte()? != 0;
-    let mut entries = Vec::new();
+    // Since version 2 written in expiry order, so each insert lands at the
+    // back of the table's queue and a restore is linear; such a record out
+    // of that order was not written by a gateway. (Version 1 listed them in
+    // any order.)
+    let mut leases = LeaseTable::default();
+    let mut last = None;
     for _ in 0..r.len()? {
         let id = if version == 1 {
             LeaseId::from(r.u64()?)
         } else {
             LeaseId::from_le_bytes(r.array()?)
         };
-        entries.push((r.uint()?, id));
-    }
-    // In expiry order every insert lands at the back of the table's queue:
-    // a restore is O(n log n) whatever order the record lists them in.
-    entries.sort_unstable();
-    let mut leases = LeaseTable::default();
-    for (expires_at, id) in entries {
-        leases.insert(id, expires_at);
+        let entry = (r.uint()?, id);
+        if version >= 2 && last.is_some_and(|last| entry < last) {
+            return Err(Error::invalid(format!(
+                "snapshot lists a bucket's leases out of expiry order at byte {}",
+                r.at
+            )));
+        }
+        last = Some(entry);
+        leases.insert(id, entry.0);
     }
     let mut bucket = Bucket {
         signature: if rules.is_empty() {

@@ -21,9 +21,11 @@
 //! versions 1 (no checksum, 64-bit lease ids, full reservations) and 2 (the
 //! same records inline) are still read.
 
+mod adaptive_record;
 mod bucket_record;
 mod codec;
 mod ledger_record;
+mod quota_record;
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -153,6 +153,7 @@ async function receivers(rand, hostile) {
     GatewayRateState: new P.GatewayRateState(hostilePort(rand, hostile), { maxWaitMs: 100 }),
     LocalBudgetState: new P.LocalBudgetState(),
     GatewayBudgetState: new P.GatewayBudgetState(hostilePort(rand, hostile)),
+    GatewayClient: new P.GatewayClient(hostilePort(rand, hostile)),
     Governor: governor,
     Permit: await rateState.acquire({ bucketId: "p", rules: R }),
     ToolLease: lease,

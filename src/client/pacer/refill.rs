@@ -217,6 +217,8 @@ impl GatewayRateState {
             book_next_turn,
             quota,
             released_lease_ids: riders.leases.iter().map(|(_, id)| id.clone()).collect(),
+            slots_wanted: None,
+            held_lease_ids: Vec::new(),
         };
         // The round trip is timed on the attempt that answered, not across
         // the pauses between retries.

@@ -124,12 +124,7 @@ fn main() {
             &slots,
             move |r| {
                 let rate = r.dispatches_between(10_000, 60_000) as f64 / secs;
-                let shares = &r.dispatches_by_isolate;
-                let mean = shares.iter().sum::<u64>() as f64 / shares.len() as f64;
-                let spread = shares
-                    .iter()
-                    .map(|&n| (n as f64 / mean - 1.0).abs())
-                    .fold(0.0, f64::max);
+                let spread = r.share_spread(10_000, 60_000);
                 format!(
                     "{rate:.1}/s, {:.1}% of the {SLOT_BOUND_RPS:.1}/s slot bound; max in flight {}; widest isolate share {:.0}% from equal",
                     100.0 * rate / SLOT_BOUND_RPS,

@@ -10,8 +10,9 @@ mod runtime;
 
 pub use budget::{reservation_block, BudgetState, GatewayBudgetState, LocalBudgetState};
 pub use pacer::{
-    GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, LOCAL_WINDOW_GUARD_MS,
-    QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_POLL_MS, REFILL_TIMEOUT_MS,
+    GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, IDLE_KEEP_MS,
+    LOCAL_WINDOW_GUARD_MS, QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_POLL_MS,
+    REFILL_TIMEOUT_MS,
 };
 pub use permit::Permit;
 pub use port::{GatewayPort, InProcessGateway};

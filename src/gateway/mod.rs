@@ -49,6 +49,7 @@ use config::check_now;
 use idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US as RUN_IDLE};
 use leases::LeaseIds;
 use ledger::Ledger;
+use slots::KEEPER_RETRY_MS;
 use timeline::{ceil_ms, micros, Micros};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -188,11 +189,15 @@ impl GatewayCore {
                 let grant = if slots.kept.is_empty() && slots.new.is_empty() {
                     bucket.refuse_for_slots(now)
                 } else {
+                    // A client that keeps slots and got fewer new ones than
+                    // it asked for serves its callers with its own for a
+                    // while before it asks again.
+                    let short = (slots.new.len() as u64) < wanted;
                     let (ids, times) = slots.new.into_iter().unzip();
                     Grant {
                         times,
                         lease_ids: Some(ids),
-                        wait_ms: 0,
+                        wait_ms: if short { KEEPER_RETRY_MS } else { 0 },
                     }
                 };
                 kept = Some(slots.kept);

@@ -17,9 +17,10 @@
 //!
 //! Fairness: while callers elsewhere wait for a slot, a kept lease is
 //! renewed only until its chain (the renewals since its grant) has lasted
-//! [`MAX_CHAIN_US`], clients that keep a lease get no more, and a client
-//! that holds none gets one at a time; refused clients are booked turns a
-//! slot's share of a chain apart.
+//! [`MAX_CHAIN_US`]; a client that gives one back gets none in the same
+//! request, and others get one at a time.
+//! Refused clients are booked at the chain ends to come, each a little
+//! after its slot is expected back.
 
 use std::collections::HashMap;
 
@@ -30,6 +31,14 @@ use crate::protocol::LEASE_CHAIN_MS;
 
 /// How long a lease may be kept through renewals while others wait.
 pub(crate) const MAX_CHAIN_US: Micros = LEASE_CHAIN_MS * 1_000;
+
+/// A refused client is booked this long after the slot it waits for is
+/// expected back, so it finds the slot free rather than a moment early.
+const TURN_MARGIN_US: Micros = 10_000;
+
+/// How long a client that keeps slots, and wanted more than were free,
+/// serves its callers with its own before it asks again.
+pub(crate) const KEEPER_RETRY_MS: u64 = 1_000;
 
 /// How long a caller refused for want of a slot counts as waiting.
 pub(crate) const WAITERS_MEMORY_US: Micros = 1_000_000;
@@ -47,12 +56,24 @@ pub(crate) struct SlotStreams {
     chains: HashMap<LeaseId, Micros>,
     /// A caller wanted a slot and found none, until about this time.
     waiters_until: Micros,
+    /// How long after its chain's end a kept lease usually comes back (a
+    /// moving average): its last call ends, then the release travels.
+    return_delay_us: Option<Micros>,
 }
 
 impl SlotStreams {
     /// The lease `id` ended at `at` (released, or lapsed at its expiry).
     pub fn freed(&mut self, id: LeaseId, at: Micros) {
-        self.chains.remove(&id);
+        if let Some(start) = self.chains.remove(&id) {
+            let end = start.saturating_add(MAX_CHAIN_US);
+            if at > end && at < end.saturating_add(MAX_CHAIN_US) {
+                let delay = at - end;
+                self.return_delay_us = Some(match self.return_delay_us {
+                    None => delay,
+                    Some(avg) => avg - avg / 4 + delay / 4,
+                });
+            }
+        }
         let ready = self.ready_after.remove(&id).unwrap_or(at);
         if self.free_ready.len() >= MAX_LIVE_LEASES as usize {
             // Forgetting the earliest leaves only later ready times.
@@ -91,7 +112,9 @@ impl SlotStreams {
     }
 
     fn refused(&mut self, now: Micros) {
-        self.waiters_until = now.saturating_add(WAITERS_MEMORY_US);
+        self.waiters_until = self
+            .waiters_until
+            .max(now.saturating_add(WAITERS_MEMORY_US));
     }
 }
 
@@ -155,12 +178,14 @@ impl Bucket {
             .max_concurrency()
             .map_or(0, |max| max.saturating_sub(self.leases.live(now) as u64));
         let share = match contended {
-            true if !kept.is_empty() || giving_back => 0,
+            true if giving_back => 0,
             true => 1,
             false => wanted,
         };
         let granted = wanted.min(free).min(share);
-        if granted < wanted {
+        // Only a client left with no slot at all waits: one that keeps some
+        // and wants more is served by its own, and is no reason to rotate.
+        if granted == 0 && wanted > 0 && kept.is_empty() {
             self.leases.streams.refused(now);
         }
         let adaptive_interval = self.adaptive_interval();
@@ -181,6 +206,10 @@ impl Bucket {
         SlotGrant { kept, new }
     }
 
+    fn slot_count(&self) -> u64 {
+        self.max_concurrency().unwrap_or(1).max(1)
+    }
+
     /// A client refused a slot: no times, and its turn at the slots.
     pub fn refuse_for_slots(&mut self, now: Micros) -> Grant {
         Grant {
@@ -190,14 +219,28 @@ impl Bucket {
         }
     }
 
-    /// How long a client refused a slot should wait: its turn. While others
-    /// wait, each slot goes back once a chain, so one frees about every
-    /// chain / `M`; refused clients are booked that far apart, after those
-    /// already booked.
+    /// How long a client refused a slot should wait: its turn, at the
+    /// next chain end no other refused client was sent to (plus the usual
+    /// delay of a lease coming back after its chain), or a slot's share of
+    /// a chain after the last turn booked when every chain end is taken.
     fn slot_retry_ms(&mut self, now: Micros) -> u64 {
-        let max = self.max_concurrency().unwrap_or(1).max(1);
-        let turn = self.slot_turns_tat.max(now);
-        self.slot_turns_tat = turn.saturating_add(MAX_CHAIN_US / max);
+        let max = self.slot_count();
+        let booked = self.slot_turns_tat.max(now);
+        let streams = &self.leases.streams;
+        let delay = streams.return_delay_us.unwrap_or(0);
+        let next_end = streams
+            .chains
+            .values()
+            .map(|&start| start.saturating_add(MAX_CHAIN_US + delay + TURN_MARGIN_US))
+            .filter(|&end| end > booked)
+            .min();
+        let turn = next_end.unwrap_or(booked.saturating_add(MAX_CHAIN_US / max));
+        self.slot_turns_tat = turn;
+        // Its caller waits until then, whether or not it asks meanwhile.
+        let streams = &mut self.leases.streams;
+        streams.waiters_until = streams
+            .waiters_until
+            .max(turn.saturating_add(WAITERS_MEMORY_US));
         ceil_ms(turn.saturating_sub(now)).max(CONCURRENCY_RETRY_MS)
     }
 }
@@ -243,14 +286,19 @@ mod tests {
     }
 
     #[test]
-    fn new_leases_come_only_from_free_slots_and_a_shortfall_marks_waiters() {
+    fn new_leases_come_only_from_free_slots_and_a_client_left_with_none_waits() {
         let (mut ids, mut b) = (ids(), bucket(20, 3));
         let first = b.hand_slots(&[], 2, false, 0, 0, HORIZON, TTL, &mut ids);
         assert_eq!(first.new.len(), 2);
-        assert!(!b.leases.streams.contended(0));
         let second = b.hand_slots(&[], 2, false, 0, 0, HORIZON, TTL, &mut ids);
         assert_eq!(second.new.len(), 1, "one slot was left");
-        assert!(b.leases.streams.contended(0));
+        assert!(
+            !b.leases.streams.contended(0),
+            "a client with a slot is served by it"
+        );
+        let third = b.hand_slots(&[], 1, false, 0, 0, HORIZON, TTL, &mut ids);
+        assert!(third.new.is_empty());
+        assert!(b.leases.streams.contended(0), "a client with none waits");
         assert!(!b.leases.streams.contended(WAITERS_MEMORY_US));
     }
 
@@ -313,19 +361,15 @@ mod tests {
     }
 
     #[test]
-    fn while_others_wait_a_client_that_keeps_a_slot_or_gives_one_back_gets_none() {
+    fn while_others_wait_slots_go_one_at_a_time_and_never_back_to_their_giver() {
         let (mut ids, mut b) = (ids(), bucket(20, 3));
-        let held = vec![b
-            .hand_slots(&[], 1, false, 0, 0, HORIZON, TTL, &mut ids)
-            .new[0]
-            .0
-            .clone()];
         b.leases.streams.refused(0);
-        let keeper = b.hand_slots(&held, 2, false, 1, 1, HORIZON, TTL, &mut ids);
-        assert!(keeper.new.is_empty());
         let giver = b.hand_slots(&[], 2, true, 1, 1, HORIZON, TTL, &mut ids);
-        assert!(giver.new.is_empty());
-        let newcomer = b.hand_slots(&[], 2, false, 1, 1, HORIZON, TTL, &mut ids);
-        assert_eq!(newcomer.new.len(), 1, "one at a time");
+        assert!(giver.new.is_empty(), "what it gave back is for the others");
+        let first = b.hand_slots(&[], 2, false, 1, 1, HORIZON, TTL, &mut ids);
+        assert_eq!(first.new.len(), 1, "one at a time");
+        let held = vec![first.new[0].0.clone()];
+        let again = b.hand_slots(&held, 2, false, 2, 2, HORIZON, TTL, &mut ids);
+        assert_eq!((again.kept.len(), again.new.len()), (1, 1));
     }
 }

@@ -98,7 +98,7 @@ impl Message for AcquireRequest {
 /// may be kept through renewals before it goes back when its call ends.
 /// Clients and gateways both hold to it: a client that knows others wait
 /// gives a lease back at its chain's end without asking first.
-pub const LEASE_CHAIN_MS: u64 = 2_000;
+pub const LEASE_CHAIN_MS: u64 = 3_000;
 
 /// What a caller hands the pacer: a bucket, its scope token and its rules
 /// (the client-side half of an acquire; the pacer decides `requested`).

@@ -108,8 +108,9 @@ pub struct FleetReport {
     pub errors: BTreeMap<&'static str, u64>,
     /// `(ms since start, effective req/s)` after every acquire the gateway answered.
     pub effective_rps: Vec<(Millis, f64)>,
-    /// Calls each isolate dispatched, by isolate.
-    pub dispatches_by_isolate: Vec<u64>,
+    /// `(ms since start, isolate)` of every dispatch.
+    pub dispatch_log: Vec<(Millis, usize)>,
+    pub isolates: usize,
     /// The budget: calls charged locally, and the gateway's counter.
     pub budget_used: u64,
     pub budget_counter_at_gateway: u64,
@@ -140,6 +141,28 @@ impl FleetReport {
             }
             (end - start) as u64
         })
+    }
+
+    /// Each isolate's dispatches in `[from, to)`.
+    pub fn shares_between(&self, from: Millis, to: Millis) -> Vec<u64> {
+        let mut shares = vec![0; self.isolates];
+        for &(at, isolate) in &self.dispatch_log {
+            if at >= from && at < to {
+                shares[isolate] += 1;
+            }
+        }
+        shares
+    }
+
+    /// How far the isolate furthest from an equal share of `[from, to)`
+    /// strays from it, as a fraction of the equal share.
+    pub fn share_spread(&self, from: Millis, to: Millis) -> f64 {
+        let shares = self.shares_between(from, to);
+        let mean = shares.iter().sum::<u64>() as f64 / shares.len().max(1) as f64;
+        shares
+            .iter()
+            .map(|&n| (n as f64 / mean - 1.0).abs())
+            .fold(0.0, f64::max)
     }
 
     pub fn dispatches_between(&self, from: Millis, to: Millis) -> usize {
@@ -308,6 +331,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         budget_used: Cell::new(0),
         waits: RefCell::default(),
         calls: Cell::new(0),
+        dispatch_log: RefCell::default(),
     });
     let isolate_count = match &config.arrivals {
         Some(arrivals) => arrivals.iter().map(|a| a.isolate + 1).max().unwrap_or(0),
@@ -333,7 +357,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
                 port,
                 alive,
                 calls_left: Cell::new(0),
-                dispatched: Cell::new(0),
+                index: i,
             })
         })
         .collect();
@@ -390,7 +414,8 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         max_in_flight: provider.max_in_flight(),
         errors: shared.errors.borrow().clone(),
         effective_rps: effective.borrow().clone(),
-        dispatches_by_isolate: isolates.iter().map(|i| i.dispatched.get()).collect(),
+        dispatch_log: shared.dispatch_log.take(),
+        isolates: isolates.len(),
         budget_used: shared.budget_used.get(),
         budget_counter_at_gateway,
         budget_reserved_unused: isolates
@@ -408,7 +433,7 @@ struct Isolate {
     alive: Rc<Cell<bool>>,
     /// Open loop: calls still to come; the isolate is evicted at zero.
     calls_left: Cell<u64>,
-    dispatched: Cell<u64>,
+    index: usize,
 }
 
 /// What every call of the fleet shares.
@@ -425,6 +450,7 @@ struct Shared {
     budget_used: Cell<u64>,
     waits: RefCell<Vec<f64>>,
     calls: Cell<u64>,
+    dispatch_log: RefCell<Vec<(Millis, usize)>>,
 }
 
 impl Shared {
@@ -482,7 +508,9 @@ impl Shared {
         }
         let now = self.rt.now_ms();
         self.waits.borrow_mut().push((now - arrived) as f64);
-        isolate.dispatched.set(isolate.dispatched.get() + 1);
+        self.dispatch_log
+            .borrow_mut()
+            .push((now - START_MS, isolate.index));
         let reply = self.provider.begin(now);
         self.rt.sleep(self.call_latency_ms).await;
         self.provider.end();

@@ -15,13 +15,14 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use paceline::client::{
-    GatewayPort, GatewayRateState, PacerOptions, PermitRequest, Runtime, DEFAULT_LEAD_MS,
+    GatewayPort, GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS,
 };
 use paceline::governor::{
     Adapter, BudgetKind, Governor, GovernorConfig, PacingDeclaration, PolicyOverrides, RunScope,
-    Slots, ToolPacing,
+    ToolPacing,
 };
 use paceline::protocol::PacingRule;
+use paceline::rt::{Runtime, Slots};
 use paceline::sim::SimRuntime;
 use paceline::time::Clock;
 

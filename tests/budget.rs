@@ -5,8 +5,9 @@ mod common;
 use std::rc::Rc;
 
 use common::port::{block_on, ScriptedPort};
-use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState, Runtime};
+use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState};
 use paceline::protocol::BudgetCharge;
+use paceline::rt::Runtime;
 use paceline::sim::SimRuntime;
 use paceline::ErrorCode;
 

@@ -8,11 +8,12 @@ use std::rc::Rc;
 
 use common::gateway::{acquire, charge, densest_window, post, release};
 use common::port::{block_on, ScriptedPort};
-use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort, Runtime};
+use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort};
 use paceline::gateway::{
     mint_rate_scope_token, mint_run_scope_token, GatewayConfig, GatewayCore, MAX_NOW_MS,
 };
 use paceline::protocol::{BudgetCharge, PacingRule};
+use paceline::rt::Runtime;
 use paceline::sim::SimRuntime;
 use paceline::ErrorCode;
 

@@ -8,17 +8,17 @@ use std::rc::Rc;
 
 use common::port::{block_on, spawn, ScriptedPort};
 use paceline::client::{
-    AbortSignal, BudgetState, GatewayPort, GatewayRateState, LocalBudgetState, PacerOptions,
-    Runtime, DEFAULT_LEAD_MS,
+    BudgetState, GatewayPort, GatewayRateState, LocalBudgetState, PacerOptions, DEFAULT_LEAD_MS,
 };
 use paceline::gateway::BucketView;
 use paceline::governor::{
     imf_fixdate_ms, retry_after_ms, Adapter, BudgetKind, CallError, CallOptions, ExecutionPolicy,
     GovernanceSnapshot, Governor, GovernorConfig, PacingDeclaration, PacingResolver,
-    PolicyOverrides, ProviderResponse, RateScope, RunScope, Slots, ToolPacing,
-    DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS,
+    PolicyOverrides, ProviderResponse, RateScope, RunScope, ToolPacing, DEFAULT_RETRY_AFTER_MS,
+    MAX_RETRY_AFTER_MS,
 };
 use paceline::protocol::{decode, PacingRule};
+use paceline::rt::{AbortSignal, Runtime, Slots};
 use paceline::sim::SimRuntime;
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode};

@@ -6,10 +6,10 @@ use std::rc::Rc;
 
 use common::port::{block_on, spawn, ScriptedPort};
 use paceline::client::{
-    AbortSignal, GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime,
-    DEFAULT_LEAD_MS,
+    GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, DEFAULT_LEAD_MS,
 };
 use paceline::protocol::PacingRule;
+use paceline::rt::{AbortSignal, Runtime};
 use paceline::sim::SimRuntime;
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode, Result};

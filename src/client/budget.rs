@@ -9,9 +9,9 @@ use std::rc::Rc;
 
 use super::port::GatewayPort;
 use super::retry::with_retries;
-use super::runtime::{Event, LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{BudgetCharge, ChargeRequest, ChargeResponse};
+use crate::rt::{Event, LocalBoxFuture, Runtime};
 
 pub trait BudgetState {
     /// Charges every one of `charges` to the run, or none of them.

@@ -6,7 +6,6 @@ mod pacer;
 mod permit;
 mod port;
 mod retry;
-mod runtime;
 
 pub use budget::{reservation_block, BudgetState, GatewayBudgetState, LocalBudgetState};
 pub use pacer::{
@@ -16,4 +15,3 @@ pub use pacer::{
 pub use permit::Permit;
 pub use port::{GatewayPort, InProcessGateway};
 pub use retry::STORE_RETRY_DELAYS_MS;
-pub use runtime::{abortable, AbortSignal, LocalBoxFuture, Runtime};

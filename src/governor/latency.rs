@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::protocol::json::{millis_of, quote};
+use crate::json::{millis_of, quote};
 use crate::protocol::Message;
 use crate::time::Millis;
 

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::budget::Counters;
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::json::as_object;
+use crate::json::as_object;
 use crate::protocol::{limits, Message};
 
 /// A run's governance state in the seeds' shape, for handing to a child

@@ -16,7 +16,6 @@ mod play;
 mod policy;
 mod quota_headers;
 mod retry_after;
-mod slots;
 
 pub use budget::BudgetKind;
 pub use call::{
@@ -36,4 +35,3 @@ pub use policy::{
 };
 pub use quota_headers::QuotaHeaders;
 pub use retry_after::{imf_fixdate_ms, retry_after_ms, DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS};
-pub use slots::{SlotPermit, Slots};

@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::client::LocalBoxFuture;
 use crate::error::{Error, Result};
-use crate::protocol::json::{as_object, quote};
+use crate::json::{as_object, quote};
 use crate::protocol::{limits, rules_from, Message, PacingRule};
+use crate::rt::LocalBoxFuture;
 
 /// The provider a tool calls and the limits its calls obey.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

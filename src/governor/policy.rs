@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::protocol::json::{as_object, number_text, Fields};
+use crate::json::{as_object, number_text, Fields};
 use crate::protocol::Message;
 
 use crate::error::{Error, Result};

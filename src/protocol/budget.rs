@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::as_object;
 use super::limits;
 use super::Message;
 use crate::error::{Error, Result};
+use crate::json::as_object;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -4,9 +4,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::as_object;
 use super::Message;
 use crate::error::{Detail, Error, ErrorCode, Result};
+use crate::json::as_object;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ErrorBody {

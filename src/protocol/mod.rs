@@ -7,7 +7,6 @@
 
 mod budget;
 mod error_body;
-pub(crate) mod json;
 mod quota;
 mod rate;
 mod rule;

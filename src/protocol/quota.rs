@@ -10,9 +10,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::{as_object, Fields};
 use super::{limits, Message};
 use crate::error::{Error, Result};
+use crate::json::{as_object, Fields};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -4,12 +4,12 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::{as_object, millis_of, quote, Fields};
 use super::limits;
 use super::quota::QuotaReport;
 use super::rule::{rules_from, PacingRule};
 use super::Message;
 use crate::error::{Error, Result};
+use crate::json::{as_object, millis_of, quote, Fields};
 
 /// `POST /v1/rate/acquire`: ask for up to `requested` permits of a bucket.
 #[derive(Debug, Clone, PartialEq, Serialize)]

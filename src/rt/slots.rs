@@ -11,8 +11,8 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use crate::client::{abortable, AbortSignal};
 use crate::error::Result;
+use crate::rt::{abortable, AbortSignal};
 
 #[derive(Default)]
 struct Waiter {

@@ -11,8 +11,8 @@ use super::arrivals::Arrival;
 use super::executor::SimRuntime;
 use super::provider::{Answer, Provider, ProviderModel};
 use crate::client::{
-    BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway,
-    LocalBoxFuture, PacerOptions, PermitRequest, Runtime,
+    BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway, PacerOptions,
+    PermitRequest,
 };
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
@@ -22,6 +22,7 @@ use crate::protocol::{
     ObserveResponse, PacingRule, PenalizeRequest, PenalizeResponse, ReleaseRequest,
     ReleaseResponse,
 };
+use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
 
 pub const START_MS: Millis = 1_767_225_600_000;

@@ -14,7 +14,6 @@ use super::pacer::header_of;
 use super::reader::{message as from_js, settle, string, ObjectArg};
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
-use crate::client::{LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::governor::{
     Adapter, BudgetKind, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
@@ -22,6 +21,7 @@ use crate::governor::{
     RunScope, ToolLatencies, ToolLease,
 };
 use crate::protocol::limits::{MAX_ID_BYTES, MAX_TOKEN_BYTES};
+use crate::rt::{LocalBoxFuture, Runtime};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GOVERNOR: &'static str = r#"
@@ -246,7 +246,7 @@ impl JsToolLease {
 /// A map-row slot; `release()` when the row is done (idempotent).
 #[wasm_bindgen(js_name = WorkLease)]
 pub struct JsWorkLease {
-    slot: crate::governor::SlotPermit,
+    slot: crate::rt::SlotPermit,
 }
 
 #[wasm_bindgen(js_class = WorkLease)]

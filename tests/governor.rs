@@ -18,7 +18,7 @@ use paceline::governor::{
     MAX_RETRY_AFTER_MS,
 };
 use paceline::protocol::{decode, PacingRule};
-use paceline::rt::{AbortSignal, Runtime, Slots};
+use paceline::rt::{AbortSignal, Runtime};
 use paceline::sim::SimRuntime;
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode};
@@ -133,130 +133,6 @@ fn response(status: u16, retry_after: Option<&str>) -> ProviderResponse<&'static
         quota_headers: Default::default(),
         body: "",
     }
-}
-
-// --- slots -----------------------------------------------------------------
-
-#[test]
-fn slots_are_granted_in_the_order_they_were_asked_for() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(1);
-    let order = Rc::new(RefCell::new(Vec::new()));
-    for i in 0..5 {
-        let (slots, order, rt2) = (slots.clone(), order.clone(), rt.clone());
-        spawn(&rt, async move {
-            let _slot = slots.acquire(None).await.unwrap();
-            order.borrow_mut().push(i);
-            rt2.sleep(10).await;
-        });
-    }
-    rt.run_to_completion();
-    assert_eq!(*order.borrow(), [0, 1, 2, 3, 4]);
-    assert_eq!(rt.now_ms(), T0 + 50, "one at a time, back to back");
-    assert_eq!(slots.available(), 1);
-}
-
-#[test]
-fn a_freed_slot_goes_to_the_longest_waiter_not_to_a_newcomer() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(1);
-    let held = block_on(&rt, {
-        let slots = slots.clone();
-        async move { slots.acquire(None).await.unwrap() }
-    });
-    let first = spawn(&rt, {
-        let slots = slots.clone();
-        async move { slots.acquire(None).await.map(|_| "first") }
-    });
-    rt.run_until(T0);
-    assert_eq!(slots.waiting(), 1);
-    drop(held);
-    assert_eq!(slots.available(), 0, "handed to the waiter, not freed");
-    let newcomer = spawn(&rt, {
-        let slots = slots.clone();
-        async move { slots.acquire(None).await.map(|_| "newcomer") }
-    });
-    rt.run_until(T0);
-    assert_eq!(first.borrow_mut().take().unwrap().unwrap(), "first");
-    assert_eq!(newcomer.borrow_mut().take().unwrap().unwrap(), "newcomer");
-}
-
-#[test]
-fn a_slot_permit_is_released_on_drop_and_release_is_idempotent() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(2);
-    let s = slots.clone();
-    let (mut a, b) = block_on(&rt, async move {
-        (
-            s.acquire(None).await.unwrap(),
-            s.acquire(None).await.unwrap(),
-        )
-    });
-    assert_eq!(slots.available(), 0);
-    a.release();
-    a.release();
-    assert_eq!(slots.available(), 1, "a second release frees nothing more");
-    drop(a);
-    assert_eq!(slots.available(), 1, "nor does the drop after it");
-    drop(b);
-    assert_eq!(slots.available(), 2);
-}
-
-#[test]
-fn an_aborted_waiter_leaves_the_queue_even_if_granted_in_the_same_instant() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(1);
-    let s = slots.clone();
-    let held = block_on(&rt, async move { s.acquire(None).await.unwrap() });
-    let signal = AbortSignal::new();
-    let aborted = spawn(&rt, {
-        let (slots, signal) = (slots.clone(), signal.clone());
-        async move { slots.acquire(Some(&signal)).await.map(|_| ()) }
-    });
-    let next = spawn(&rt, {
-        let (slots, rt2) = (slots.clone(), rt.clone());
-        async move {
-            let _slot = slots.acquire(None).await.unwrap();
-            rt2.sleep(10).await;
-        }
-    });
-    rt.run_until(T0);
-    assert_eq!(slots.waiting(), 2);
-    // The slot reaches the aborted waiter before it runs again.
-    drop(held);
-    signal.abort();
-    rt.run_until(T0 + 1);
-    assert_eq!(
-        aborted.borrow_mut().take().unwrap().unwrap_err().code,
-        ErrorCode::Aborted
-    );
-    assert!(next.borrow().is_none(), "the next waiter holds the slot");
-    assert_eq!((slots.available(), slots.waiting()), (0, 0));
-    rt.run_to_completion();
-    assert_eq!(slots.available(), 1, "and nothing leaked");
-}
-
-#[test]
-fn an_aborted_waiter_leaves_the_queue_without_a_slot() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(1);
-    let s = slots.clone();
-    let held = block_on(&rt, async move { s.acquire(None).await.unwrap() });
-    let signal = AbortSignal::new();
-    let aborted = spawn(&rt, {
-        let (slots, signal) = (slots.clone(), signal.clone());
-        async move { slots.acquire(Some(&signal)).await.map(|_| ()) }
-    });
-    rt.run_until(T0);
-    signal.abort();
-    rt.run_until(T0 + 1);
-    assert_eq!(
-        aborted.borrow_mut().take().unwrap().unwrap_err().code,
-        ErrorCode::Aborted
-    );
-    assert_eq!(slots.waiting(), 0);
-    drop(held);
-    assert_eq!(slots.available(), 1);
 }
 
 // --- acquiring a tool slot -------------------------------------------------

@@ -18,10 +18,9 @@ use paceline::client::{
     GatewayPort, GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS,
 };
 use paceline::governor::{
-    Adapter, BudgetKind, Governor, GovernorConfig, PacingDeclaration, PolicyOverrides, RunScope,
-    ToolPacing,
+    Adapter, Governor, GovernorConfig, PacingDeclaration, PolicyOverrides, RunScope, ToolPacing,
 };
-use paceline::protocol::PacingRule;
+use paceline::protocol::{BudgetKind, PacingRule};
 use paceline::rt::{Runtime, Slots};
 use paceline::sim::SimRuntime;
 use paceline::time::Clock;

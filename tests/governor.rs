@@ -12,12 +12,12 @@ use paceline::client::{
 };
 use paceline::gateway::BucketView;
 use paceline::governor::{
-    imf_fixdate_ms, retry_after_ms, Adapter, BudgetKind, CallError, CallOptions, ExecutionPolicy,
+    imf_fixdate_ms, retry_after_ms, Adapter, CallError, CallOptions, ExecutionPolicy,
     GovernanceSnapshot, Governor, GovernorConfig, PacingDeclaration, PacingResolver,
     PolicyOverrides, ProviderResponse, RateScope, RunScope, ToolPacing, DEFAULT_RETRY_AFTER_MS,
     MAX_RETRY_AFTER_MS,
 };
-use paceline::protocol::{decode, PacingRule};
+use paceline::protocol::{decode, BudgetKind, PacingRule};
 use paceline::rt::{AbortSignal, Runtime};
 use paceline::sim::SimRuntime;
 use paceline::time::Clock;
@@ -169,7 +169,7 @@ fn an_abort_while_waiting_for_a_tool_slot_returns_the_permits_lease_and_charges_
     assert_ne!(Some(released[0].as_str()), first.permit().lease_id());
     assert_eq!(rig.bucket("org:apollo").unwrap().live_leases, 1);
     assert_eq!(
-        gov.snapshot().tool_call_count,
+        gov.snapshot().counts[BudgetKind::ToolCall],
         1,
         "only the first was charged"
     );
@@ -199,7 +199,7 @@ fn a_breach_of_the_tool_call_budget_gives_back_the_slot_and_the_permit() {
     assert_eq!(again.code, ErrorCode::BudgetExceeded);
     assert_eq!(rig.released().len(), 3, "every call's lease went back");
     assert_eq!(rig.bucket("org:apollo").unwrap().live_leases, 0);
-    assert_eq!(gov.snapshot().tool_call_count, 1);
+    assert_eq!(gov.snapshot().counts[BudgetKind::ToolCall], 1);
 }
 
 #[test]
@@ -607,7 +607,13 @@ fn a_429_in_call_tool_penalizes_the_scoped_bucket_and_is_retried_after_the_coold
     );
     assert!(rig.bucket("org:apollo:cred-y").is_none());
     let snapshot = gov.snapshot();
-    assert_eq!((snapshot.tool_call_count, snapshot.retry_count), (1, 1));
+    assert_eq!(
+        (
+            snapshot.counts[BudgetKind::ToolCall],
+            snapshot.counts[BudgetKind::Retry]
+        ),
+        (1, 1)
+    );
     assert_eq!(rig.bucket("org:apollo:cred-x").unwrap().live_leases, 0);
 }
 
@@ -782,7 +788,10 @@ fn the_retry_budget_is_charged_once_per_retry_attempt() {
     assert_eq!(answer.status, 200);
     let snapshot = gov.snapshot();
     assert_eq!(
-        (snapshot.tool_call_count, snapshot.retry_count),
+        (
+            snapshot.counts[BudgetKind::ToolCall],
+            snapshot.counts[BudgetKind::Retry]
+        ),
         (1, 2),
         "one call, two retries"
     );
@@ -842,7 +851,7 @@ fn a_5xx_or_transport_failure_is_retried_only_for_a_retry_safe_call() {
         CallError::Transport("connection reset")
     );
     assert_eq!(calls.get(), 2, "each tried once");
-    assert_eq!(gov.snapshot().retry_count, 0);
+    assert_eq!(gov.snapshot().counts[BudgetKind::Retry], 0);
 }
 
 #[test]
@@ -990,7 +999,13 @@ fn a_cycle_a_b_a_is_refused_naming_the_chain() {
         let b = root.fork_inline_child("b", "run-b").await.unwrap();
         let e = b.fork_child("a", "run-a2").await.unwrap_err();
         let s = root.snapshot();
-        (e, (s.play_call_count, s.descendant_count))
+        (
+            e,
+            (
+                s.counts[BudgetKind::PlayCall],
+                s.counts[BudgetKind::Descendant],
+            ),
+        )
     });
     assert_eq!(e.code, ErrorCode::CycleDetected);
     assert!(e.message.contains("a -> b -> a"), "{}", e.message);
@@ -1021,7 +1036,7 @@ fn charging_zero_of_a_budget_is_nothing_to_charge_even_at_its_limit() {
         let e = g.charge_budget(BudgetKind::Retry, 1).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::BudgetExceeded);
     });
-    assert_eq!(gov.snapshot().retry_count, 0);
+    assert_eq!(gov.snapshot().counts[BudgetKind::Retry], 0);
 }
 
 #[test]
@@ -1038,9 +1053,9 @@ fn a_resumed_snapshot_continues_the_same_lineage_counters() {
     assert_eq!(child.depth, 1);
     assert_eq!(
         (
-            child.tool_call_count,
-            child.play_call_count,
-            child.descendant_count
+            child.counts[BudgetKind::ToolCall],
+            child.counts[BudgetKind::PlayCall],
+            child.counts[BudgetKind::Descendant]
         ),
         (3, 1, 1)
     );
@@ -1061,7 +1076,10 @@ fn a_resumed_snapshot_continues_the_same_lineage_counters() {
     assert_eq!(e.message, "Play execution toolCall budget exceeded (5/4).");
     let again = resumed.snapshot();
     assert_eq!(
-        (again.current_run_id.as_str(), again.tool_call_count),
+        (
+            again.current_run_id.as_str(),
+            again.counts[BudgetKind::ToolCall]
+        ),
         ("run-b", 4)
     );
 }
@@ -1125,7 +1143,13 @@ fn forks_past_the_depth_or_per_parent_limit_are_refused_and_charge_nothing() {
         })
     );
     let s = root.snapshot();
-    assert_eq!((s.play_call_count, s.descendant_count), (3, 3));
+    assert_eq!(
+        (
+            s.counts[BudgetKind::PlayCall],
+            s.counts[BudgetKind::Descendant]
+        ),
+        (3, 3)
+    );
     assert_eq!(s.parent_child_calls.get(RUN), Some(&2));
 }
 
@@ -1172,7 +1196,13 @@ fn an_inline_child_shares_the_roots_slots_and_budgets() {
     rig.rt.run_until(T0 + 1_001);
     assert!(waiting.borrow_mut().take().unwrap().is_ok());
     let (s, cs) = (root.snapshot(), child.snapshot());
-    assert_eq!((s.tool_call_count, cs.tool_call_count), (2, 2));
+    assert_eq!(
+        (
+            s.counts[BudgetKind::ToolCall],
+            cs.counts[BudgetKind::ToolCall]
+        ),
+        (2, 2)
+    );
     assert_eq!((s.current_run_id.as_str(), s.depth), (RUN, 0));
     assert_eq!((cs.current_run_id.as_str(), cs.depth), ("run-b", 1));
 }
@@ -1186,9 +1216,9 @@ fn overrides_change_only_the_fields_they_name() {
         .clone()
         .with_overrides(&overrides(r#"{"budgets":{"maxToolCallCount":3}}"#))
         .unwrap();
-    assert_eq!(policy.budgets.max_tool_call_count, 3);
+    assert_eq!(policy.budgets.max[BudgetKind::ToolCall], 3);
     let mut expected = base;
-    expected.budgets.max_tool_call_count = 3;
+    expected.budgets.max[BudgetKind::ToolCall] = 3;
     assert_eq!(policy, expected);
 }
 

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use super::port::GatewayPort;
 use super::retry::with_retries;
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::{BudgetCharge, ChargeRequest, ChargeResponse};
+use crate::protocol::{BudgetCharge, BudgetKind, ChargeRequest, ChargeResponse};
 use crate::rt::{LocalBoxFuture, Runtime, Slots};
 use crate::time::Millis;
 
@@ -64,16 +64,6 @@ impl BudgetState for LocalBudgetState {
         charges: &'a [BudgetCharge],
     ) -> LocalBoxFuture<'a, Result<ChargeResponse>> {
         Box::pin(std::future::ready(self.charge_now(root_run_id, charges)))
-    }
-}
-
-/// How many units one reservation takes ahead for a key (the seeds' sizes);
-/// other keys reserve exactly what they need.
-pub fn reservation_block(key: &str) -> u64 {
-    match key {
-        "toolCall" | "waterfallStep" => 256,
-        "retry" | "playCall" | "descendant" => 16,
-        _ => 1,
     }
 }
 
@@ -155,9 +145,10 @@ impl GatewayBudgetState {
                     continue;
                 }
                 let shortfall = c.amount - held;
-                let block = shortfall
-                    .max(reservation_block(&c.key))
-                    .min(c.limit.max(shortfall));
+                // Other keys (a parent's fan-out) reserve exactly what
+                // they need.
+                let ahead = BudgetKind::from_key(&c.key).map_or(1, BudgetKind::reservation_block);
+                let block = shortfall.max(ahead).min(c.limit.max(shortfall));
                 blocks.push(BudgetCharge {
                     amount: block,
                     ..c.clone()

@@ -7,7 +7,7 @@ mod permit;
 mod port;
 mod retry;
 
-pub use budget::{reservation_block, BudgetState, GatewayBudgetState, LocalBudgetState};
+pub use budget::{BudgetState, GatewayBudgetState, LocalBudgetState};
 pub use pacer::{
     GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, LOCAL_WINDOW_GUARD_MS,
     QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_POLL_MS, REFILL_TIMEOUT_MS,

@@ -17,7 +17,6 @@ mod policy;
 mod quota_headers;
 mod retry_after;
 
-pub use budget::BudgetKind;
 pub use call::{
     CallError, CallOptions, ProviderResponse, BASE_BACKOFF_MS, DEFAULT_MAX_ATTEMPTS, MAX_BACKOFF_MS,
 };

@@ -6,12 +6,14 @@
 //! and every bad field was reported by name. Unknown fields are ignored.
 
 mod budget;
+mod budget_kind;
 mod error_body;
 mod quota;
 mod rate;
 mod rule;
 
 pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
+pub use budget_kind::{BudgetCounts, BudgetKind};
 pub use error_body::{ErrorBody, ErrorFields};
 pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};
 pub use rate::{

@@ -16,11 +16,12 @@ use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::governor::{
-    Adapter, BudgetKind, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
+    Adapter, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
     PacingDeclaration, PacingTable, PolicyOverrides, ProviderResponse, QuotaHeaders, RateScope,
     RunScope, ToolLatencies, ToolLease,
 };
 use crate::protocol::limits::{MAX_ID_BYTES, MAX_TOKEN_BYTES};
+use crate::protocol::BudgetKind;
 use crate::rt::{LocalBoxFuture, Runtime};
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -272,17 +273,10 @@ fn tool_arg(tool_id: &JsValue) -> Result<String> {
 }
 
 fn budget_kind(kind: &str) -> Result<BudgetKind> {
-    Ok(match kind {
-        "playCall" => BudgetKind::PlayCall,
-        "toolCall" => BudgetKind::ToolCall,
-        "retry" => BudgetKind::Retry,
-        "descendant" => BudgetKind::Descendant,
-        "waterfallStep" => BudgetKind::WaterfallStep,
-        other => {
-            return Err(Error::invalid(format!(
-                "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {other:?}"
-            )))
-        }
+    BudgetKind::from_key(kind).ok_or_else(|| {
+        Error::invalid(format!(
+            "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {kind:?}"
+        ))
     })
 }
 

@@ -49,7 +49,7 @@ impl From<&Error> for ErrorBody {
                 fields.limit = Some(*limit);
             }
             Some(Detail::Cooldown { until_ms }) => fields.cooldown_until_ms = Some(*until_ms),
-            Some(Detail::Status(_) | Detail::Foreign(_) | Detail::Cause(_)) | None => {}
+            Some(Detail::Cause(_)) | None => {}
         }
         ErrorBody { error: fields }
     }

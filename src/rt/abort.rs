@@ -7,12 +7,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use crate::error::{Detail, Error, ErrorCode};
+use crate::error::{Detail, Error, ErrorCode, HostCause};
 
 #[derive(Default)]
 struct AbortState {
     aborted: bool,
-    reason: Option<u64>,
+    reason: Option<HostCause>,
     wakers: Vec<Waker>,
 }
 
@@ -32,14 +32,13 @@ impl AbortSignal {
         self.abort_with(None);
     }
 
-    /// Aborts with the host's reason: a value the bindings keep under this
-    /// handle and hand back as the `cause` of every `ABORTED` error, so a
-    /// caller learns why its own signal fired.
-    pub fn abort_because(&self, reason: u64) {
+    /// Aborts with the host's reason, handed back as the cause of every
+    /// `ABORTED` error, so a caller learns why its own signal fired.
+    pub fn abort_because(&self, reason: HostCause) {
         self.abort_with(Some(reason));
     }
 
-    fn abort_with(&self, reason: Option<u64>) {
+    fn abort_with(&self, reason: Option<HostCause>) {
         let wakers = {
             let mut s = self.state.borrow_mut();
             if s.aborted {
@@ -72,8 +71,8 @@ impl AbortSignal {
             ErrorCode::Aborted,
             format!("the wait for {waiting_for} was aborted"),
         );
-        match self.state.borrow().reason {
-            Some(reason) => e.with_detail(Detail::Cause(reason)),
+        match &self.state.borrow().reason {
+            Some(reason) => e.with_detail(Detail::Cause(reason.clone())),
             None => e,
         }
     }
@@ -132,6 +131,14 @@ pub async fn abortable<T>(
 mod tests {
     use super::*;
 
+    /// The host value an error's cause carries, if it is a number.
+    fn cause_of(e: &Error) -> Option<u32> {
+        match &e.detail {
+            Some(Detail::Cause(cause)) => cause.get::<u32>().copied(),
+            _ => None,
+        }
+    }
+
     fn poll_once<T>(f: impl Future<Output = T>) -> Poll<T> {
         let mut f = std::pin::pin!(f);
         f.as_mut()
@@ -149,7 +156,7 @@ mod tests {
         let mut wait = std::pin::pin!(wait);
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert!(wait.as_mut().poll(&mut cx).is_pending());
-        signal.abort_because(7);
+        signal.abort_because(HostCause::new(7u32));
         let Poll::Ready(Err(e)) = wait.as_mut().poll(&mut cx) else {
             panic!("the wait did not end with the abort");
         };
@@ -158,14 +165,14 @@ mod tests {
             e.message,
             "the wait for a permit of bucket org:p was aborted"
         );
-        assert_eq!(e.detail, Some(Detail::Cause(7)));
+        assert_eq!(cause_of(&e), Some(7));
     }
 
     #[test]
     fn a_signal_aborted_before_the_wait_refuses_it_and_a_second_abort_keeps_the_first_reason() {
         let signal = AbortSignal::new();
-        signal.abort_because(1);
-        signal.abort_because(2);
+        signal.abort_because(HostCause::new(1u32));
+        signal.abort_because(HostCause::new(2u32));
         signal.abort();
         let Poll::Ready(Err(e)) = poll_once(abortable(
             Some(&signal),
@@ -175,10 +182,10 @@ mod tests {
             panic!("an aborted signal let the work run");
         };
         assert_eq!(e.message, "the wait for a tool slot was aborted");
-        assert_eq!(e.detail, Some(Detail::Cause(1)));
+        assert_eq!(cause_of(&e), Some(1));
         assert_eq!(
-            signal.check(|| "x".to_owned()).unwrap_err().detail,
-            Some(Detail::Cause(1))
+            cause_of(&signal.check(|| "x".to_owned()).unwrap_err()),
+            Some(1)
         );
     }
 }

@@ -9,7 +9,7 @@ pub mod client;
 pub mod error;
 pub mod gateway;
 pub mod governor;
-pub(crate) mod json;
+pub mod json;
 pub mod protocol;
 pub mod rt;
 pub mod sim;

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::budget::Counters;
 use crate::error::{Error, ErrorCode, Result};
-use crate::json::as_object;
-use crate::protocol::{limits, BudgetCounts, BudgetKind, Message};
+use crate::json::{as_object, Decode};
+use crate::protocol::{limits, BudgetCounts, BudgetKind};
 
 /// A run's governance state in the seeds' shape, for handing to a child
 /// run or resuming this one elsewhere.
@@ -30,7 +30,7 @@ pub struct GovernanceSnapshot {
 
 /// Read by hand (see `PolicyOverrides`): every counter may be absent
 /// (0), none may be negative or fractional.
-impl Message for GovernanceSnapshot {
+impl Decode for GovernanceSnapshot {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "resume")?;
         let count = |k: &str| -> Result<u64> { Ok(f.opt_integer(k, 0, u64::MAX)?.unwrap_or(0)) };

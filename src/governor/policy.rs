@@ -6,8 +6,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::json::{as_object, number_text, Fields};
-use crate::protocol::{limits, BudgetCounts, BudgetKind, Message, PacingRule};
+use crate::json::{as_object, number_text, Decode, Fields};
+use crate::protocol::{limits, BudgetCounts, BudgetKind, PacingRule};
 
 /// The runtime a run executes in. Its limits differ, so its defaults do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -323,7 +323,7 @@ impl Serialize for BudgetOverrides {
 /// Read by hand with the protocol's field reader rather than derived: a
 /// derived serde reader brings core's float formatter (for its error
 /// messages) into the wasm, some 14 KB gzipped with the snapshot's.
-impl Message for PolicyOverrides {
+impl Decode for PolicyOverrides {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "policy")?;
         f.refuse_unknown(&["concurrency", "pacing", "budgets"])?;

@@ -4,9 +4,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::Message;
 use crate::error::{Detail, Error, ErrorCode, Result};
-use crate::json::as_object;
+use crate::json::{as_object, Decode};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ErrorBody {
@@ -75,7 +74,7 @@ impl ErrorBody {
     }
 }
 
-impl Message for ErrorBody {
+impl Decode for ErrorBody {
     fn from_value(value: &Value) -> Result<Self> {
         as_object(value, "")?;
         let error = value

@@ -23,10 +23,9 @@ pub use rate::{
 pub(crate) use rule::rules_from;
 pub use rule::{has_concurrency, rules_signature, PacingRule};
 
-use serde::Serialize;
-use serde_json::Value;
-
 use crate::error::{Error, Result};
+use crate::json::{decode_text, Decode};
+use serde::Serialize;
 
 /// The bounds a message must stay inside. They keep one request from
 /// costing the gateway unbounded memory or time.
@@ -60,9 +59,9 @@ pub mod limits {
 
 /// A message of the protocol: it decodes from JSON with validation and
 /// encodes with serde.
-pub trait Message: Serialize + Sized {
-    fn from_value(value: &Value) -> Result<Self>;
-}
+pub trait Message: Serialize + Decode {}
+
+impl<T: Serialize + Decode> Message for T {}
 
 /// Decodes and validates one message from a request or response body.
 pub fn decode<M: Message>(body: &[u8]) -> Result<M> {
@@ -73,9 +72,7 @@ pub fn decode<M: Message>(body: &[u8]) -> Result<M> {
             limits::MAX_BODY_BYTES
         )));
     }
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
-    M::from_value(&value)
+    decode_text(body)
 }
 
 pub fn encode<M: Serialize>(message: &M) -> String {

@@ -13,7 +13,8 @@ use super::registry::Registration;
 use super::runtime::JsRuntime;
 use crate::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState};
 use crate::error::Result;
-use crate::protocol::{limits, ChargeRequest, Message};
+use crate::json::Decode;
+use crate::protocol::{limits, ChargeRequest};
 use crate::rt::Runtime;
 
 #[wasm_bindgen(typescript_custom_section)]

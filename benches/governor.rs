@@ -22,10 +22,9 @@ use paceline::governor::{
 };
 use paceline::protocol::{BudgetKind, PacingRule};
 use paceline::rt::{Runtime, Slots};
-use paceline::sim::SimRuntime;
+use paceline::sim::{SimRuntime, T0};
 use paceline::time::Clock;
 
-const T0: u64 = 1_767_225_600_000;
 const ROUNDS: usize = 9;
 /// A block holds up to 1,000 permits; a batch draws fewer, all cached.
 const BATCH: usize = 900;

@@ -12,6 +12,7 @@ pub mod governor;
 pub mod json;
 pub mod protocol;
 pub mod rt;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod time;
 

@@ -8,10 +8,8 @@ use common::port::{block_on, ScriptedPort};
 use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState};
 use paceline::protocol::BudgetCharge;
 use paceline::rt::Runtime;
-use paceline::sim::SimRuntime;
+use paceline::sim::{SimRuntime, T0};
 use paceline::ErrorCode;
-
-const T0: u64 = 1_767_225_600_000;
 
 fn tool_call(limit: u64) -> Vec<BudgetCharge> {
     vec![BudgetCharge {

@@ -14,10 +14,9 @@ use paceline::gateway::{
 };
 use paceline::protocol::{BudgetCharge, PacingRule};
 use paceline::rt::Runtime;
-use paceline::sim::SimRuntime;
+use paceline::sim::{SimRuntime, T0};
 use paceline::ErrorCode;
 
-const T0: u64 = 1_767_225_600_000;
 const SECRET: &[u8] = b"control-plane-secret";
 
 fn per_second(n: u64) -> PacingRule {

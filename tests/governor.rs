@@ -19,11 +19,10 @@ use paceline::governor::{
 };
 use paceline::protocol::{decode, BudgetKind, PacingRule};
 use paceline::rt::{AbortSignal, Runtime};
-use paceline::sim::SimRuntime;
+use paceline::sim::{SimRuntime, T0};
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode};
 
-const T0: u64 = 1_767_225_600_000;
 const ORG: &str = "org";
 const RUN: &str = "run";
 

@@ -10,11 +10,10 @@ use paceline::client::{
 };
 use paceline::protocol::PacingRule;
 use paceline::rt::{AbortSignal, Runtime};
-use paceline::sim::SimRuntime;
+use paceline::sim::{SimRuntime, T0};
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode, Result};
 
-const T0: u64 = 1_767_225_600_000;
 const BUCKET: &str = "org:p";
 
 fn setup(skew_ms: i64) -> (SimRuntime, Rc<ScriptedPort>, GatewayRateState) {

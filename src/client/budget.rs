@@ -117,6 +117,7 @@ impl GatewayBudgetState {
     }
 
     /// Units held locally for a key, for tests and the simulation's books.
+    #[cfg(any(test, feature = "sim"))]
     pub fn reserved_unused(&self, root_run_id: &str, key: &str) -> u64 {
         self.remaining
             .borrow()

@@ -8,9 +8,13 @@ mod port;
 mod retry;
 
 pub use budget::{BudgetState, GatewayBudgetState, LocalBudgetState};
+/// How often a waiting caller looks again; the simulation's window guard
+/// is sized by it.
+#[cfg(any(test, feature = "sim"))]
+pub(crate) use pacer::REFILL_POLL_MS;
 pub use pacer::{
     GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, LOCAL_WINDOW_GUARD_MS,
-    QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_POLL_MS, REFILL_TIMEOUT_MS,
+    QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_TIMEOUT_MS,
 };
 pub use permit::Permit;
 pub use port::{GatewayPort, InProcessGateway};

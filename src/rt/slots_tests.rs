@@ -5,10 +5,8 @@ use std::rc::Rc;
 
 use super::*;
 use crate::error::ErrorCode;
-use crate::sim::SimRuntime;
+use crate::sim::{SimRuntime, T0};
 use crate::time::Clock;
-
-const T0: Millis = 1_767_225_600_000;
 
 /// Spawns `work` on the simulation and returns a handle to its result.
 fn spawn<T: 'static>(

@@ -25,7 +25,7 @@ use crate::protocol::{
 use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
 
-pub const START_MS: Millis = 1_767_225_600_000;
+use super::T0 as START_MS;
 const BUCKET: &str = "org:provider";
 const RUN: &str = "run";
 

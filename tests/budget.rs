@@ -5,9 +5,9 @@ mod common;
 use std::rc::Rc;
 
 use common::port::{block_on, ScriptedPort};
-use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState};
+use common::rig::SimRig;
+use paceline::client::{BudgetState, GatewayBudgetState, LocalBudgetState};
 use paceline::protocol::BudgetCharge;
-use paceline::rt::Runtime;
 use paceline::sim::{SimRuntime, T0};
 use paceline::ErrorCode;
 
@@ -20,15 +20,9 @@ fn tool_call(limit: u64) -> Vec<BudgetCharge> {
 }
 
 fn setup() -> (SimRuntime, Rc<ScriptedPort>, Rc<GatewayBudgetState>) {
-    let rt = SimRuntime::new(T0);
-    let port = ScriptedPort::new(&rt, 0);
-    let port_dyn: Rc<dyn GatewayPort> = port.clone();
-    let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
-    (
-        rt,
-        port,
-        Rc::new(GatewayBudgetState::new(port_dyn, runtime, 9)),
-    )
+    let rig = SimRig::new(0);
+    let budget = Rc::new(rig.budget(9));
+    (rig.rt, rig.port, budget)
 }
 
 fn counter(port: &ScriptedPort, key: &str) -> u64 {

@@ -7,8 +7,9 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use common::port::{block_on, spawn, ScriptedPort};
+use common::rig::SimRig;
 use paceline::client::{
-    BudgetState, GatewayPort, GatewayRateState, LocalBudgetState, PacerOptions, DEFAULT_LEAD_MS,
+    BudgetState, GatewayRateState, LocalBudgetState, PacerOptions, DEFAULT_LEAD_MS,
 };
 use paceline::gateway::BucketView;
 use paceline::governor::{
@@ -73,11 +74,13 @@ struct Rig {
 
 impl Rig {
     fn new() -> Self {
-        let rt = SimRuntime::new(T0);
-        let port = ScriptedPort::new(&rt, 0);
-        let port_dyn: Rc<dyn GatewayPort> = port.clone();
-        let pacer = GatewayRateState::new(port_dyn, self_runtime(&rt), PacerOptions::default());
-        Rig { rt, port, pacer }
+        let sim = SimRig::new(0);
+        let pacer = sim.pacer();
+        Rig {
+            rt: sim.rt,
+            port: sim.port,
+            pacer,
+        }
     }
 
     fn config(&self) -> GovernorConfig {

@@ -4,6 +4,7 @@
 
 pub mod gateway;
 pub mod port;
+pub mod rig;
 
 use paceline::protocol::{
     decode, encode, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, ErrorBody,

@@ -139,7 +139,9 @@ impl Error {
         Error::new(ErrorCode::GatewayUnavailable, message)
     }
 
-    /// The seeds' wording, which clients match on to recover the fields.
+    /// Worded `Play execution <key> budget exceeded (<observed>/<limit>).`:
+    /// existing clients parse this message to recover the three fields, so
+    /// it must stay word for word.
     pub fn budget_exceeded(key: &str, observed: u64, limit: u64) -> Self {
         Error {
             code: ErrorCode::BudgetExceeded,

@@ -73,7 +73,7 @@ fn many_charges_cost_one_reservation_of_a_block() {
     assert_eq!(
         counter(&port, "toolCall"),
         256,
-        "the seeds' block for toolCall"
+        "one reservation block of toolCall"
     );
     assert_eq!(budget.reserved_unused("run", "toolCall"), 156);
 }

@@ -1261,7 +1261,7 @@ fn bad_overrides_are_refused_by_name() {
 }
 
 #[test]
-fn the_adapter_names_are_the_seeds() {
+fn the_adapter_names_are_esm_workers_and_cjs_node20() {
     assert_eq!(Adapter::from_name("esm_workers"), Some(Adapter::EsmWorkers));
     let adapter = Adapter::from_name("cjs_node20").unwrap();
     assert_eq!(adapter, Adapter::CjsNode20);

@@ -12,8 +12,10 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::json::{as_object, Decode};
 use crate::protocol::{limits, BudgetCounts, BudgetKind};
 
-/// A run's governance state in the seeds' shape, for handing to a child
-/// run or resuming this one elsewhere.
+/// A run's governance state, for handing to a child run or resuming this
+/// one elsewhere, maybe in another isolate. It travels as camelCase JSON
+/// (`rootRunId`, `toolCallCount`, …), the shape play runners already pass
+/// between runs, so a child started by one runtime can resume in another.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GovernanceSnapshot {
     pub root_run_id: String,

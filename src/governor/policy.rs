@@ -274,8 +274,8 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// The host's changes to an adapter's policy, in the seeds' names
-/// (`{budgets: {maxToolCallCount: 3}}`). An unknown name is refused rather
+/// The host's changes to an adapter's policy, named as the policy writes
+/// them (`{budgets: {maxToolCallCount: 3}}`). An unknown name is refused rather
 /// than ignored: a misspelt budget would otherwise silently not apply.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -388,7 +388,8 @@ impl Decode for PolicyOverrides {
 }
 
 impl Adapter {
-    /// The adapter of a seeds' name: `esm_workers` or `cjs_node20`.
+    /// The adapter a host names: `esm_workers` or `cjs_node20`, the names
+    /// play runners already give these runtimes in their configuration.
     pub fn from_name(name: &str) -> Option<Adapter> {
         match name {
             "esm_workers" => Some(Adapter::EsmWorkers),

@@ -1,6 +1,6 @@
 //! The wire protocol between clients and the gateway: JSON over HTTP, with
-//! the seeds' camelCase field names so a TypeScript runtime built on them can
-//! switch to this gateway.
+//! camelCase field names matching the TypeScript runtime's gateway, so its
+//! clients can switch to this gateway without changing a message.
 //!
 //! Decoding validates: a message that comes back from [`decode`] is in range
 //! and every bad field was reported by name. Unknown fields are ignored.

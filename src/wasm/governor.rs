@@ -1,6 +1,7 @@
-//! `createGovernor` and the `Governor` class: the seeds' governor surface
-//! over the core's, with JS callbacks for pacing and rate-scope resolution
-//! and `callTool` over any provider call that returns a `Response`.
+//! `createGovernor` and the `Governor` class: the names and shapes play
+//! runners already call, over the core's governor, with JS callbacks for
+//! pacing and rate-scope resolution and `callTool` over any provider call
+//! that returns a `Response`.
 
 use std::rc::Rc;
 

@@ -43,7 +43,7 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Every fixture, in the seeds' shapes, with the message type it holds.
+/// Every fixture, in the shapes clients send, with the message type it holds.
 pub const FIXTURES: &[(&str, &str, RoundTrip)] = &[
     (
         "acquire-request",

@@ -68,14 +68,29 @@ pub struct BudgetPolicy {
 const CHILD_PLAY_CALLS_NAME: &str = "maxChildPlayCallsPerParent";
 const DEPTH_NAME: &str = "maxDepth";
 
+/// The budget limits as the policy writes them: one entry per kind, then
+/// the per-parent fan-out and the depth.
+fn serialize_limits<S: Serializer, T: Serialize>(
+    s: S,
+    max: &BudgetCounts<T>,
+    child_play_calls: &T,
+    depth: &T,
+) -> std::result::Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(BudgetKind::ALL.len() + 2))?;
+    max.serialize_entries(&mut map, BudgetKind::limit_name)?;
+    map.serialize_entry(CHILD_PLAY_CALLS_NAME, child_play_calls)?;
+    map.serialize_entry(DEPTH_NAME, depth)?;
+    map.end()
+}
+
 impl Serialize for BudgetPolicy {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(BudgetKind::ALL.len() + 2))?;
-        self.max
-            .serialize_entries(&mut map, BudgetKind::limit_name)?;
-        map.serialize_entry(CHILD_PLAY_CALLS_NAME, &self.max_child_play_calls_per_parent)?;
-        map.serialize_entry(DEPTH_NAME, &self.max_depth)?;
-        map.end()
+        serialize_limits(
+            s,
+            &self.max,
+            &self.max_child_play_calls_per_parent,
+            &self.max_depth,
+        )
     }
 }
 
@@ -311,12 +326,12 @@ pub struct BudgetOverrides {
 
 impl Serialize for BudgetOverrides {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(BudgetKind::ALL.len() + 2))?;
-        self.max
-            .serialize_entries(&mut map, BudgetKind::limit_name)?;
-        map.serialize_entry(CHILD_PLAY_CALLS_NAME, &self.max_child_play_calls_per_parent)?;
-        map.serialize_entry(DEPTH_NAME, &self.max_depth)?;
-        map.end()
+        serialize_limits(
+            s,
+            &self.max,
+            &self.max_child_play_calls_per_parent,
+            &self.max_depth,
+        )
     }
 }
 

@@ -5,25 +5,22 @@ mod common;
 use std::rc::Rc;
 
 use common::port::{block_on, spawn, ScriptedPort};
+use common::rig::SimRig;
 use paceline::client::{
-    AbortSignal, GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime,
-    DEFAULT_LEAD_MS, IDLE_KEEP_MS,
+    GatewayRateState, PacerOptions, Permit, PermitRequest, DEFAULT_LEAD_MS, IDLE_KEEP_MS,
 };
 use paceline::protocol::PacingRule;
-use paceline::sim::SimRuntime;
+use paceline::rt::{AbortSignal, Runtime};
+use paceline::sim::{SimRuntime, T0};
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode, Result};
 
-const T0: u64 = 1_767_225_600_000;
 const BUCKET: &str = "org:p";
 
 fn setup(skew_ms: i64) -> (SimRuntime, Rc<ScriptedPort>, GatewayRateState) {
-    let rt = SimRuntime::new(T0);
-    let port = ScriptedPort::new(&rt, skew_ms);
-    let port_dyn: Rc<dyn GatewayPort> = port.clone();
-    let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
-    let pacer = GatewayRateState::new(port_dyn, runtime, PacerOptions::default());
-    (rt, port, pacer)
+    let rig = SimRig::new(skew_ms);
+    let pacer = rig.pacer();
+    (rig.rt, rig.port, pacer)
 }
 
 fn rate(n: u64) -> Vec<PacingRule> {

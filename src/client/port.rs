@@ -5,13 +5,13 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use super::runtime::LocalBoxFuture;
 use crate::error::{Error, Result};
 use crate::gateway::GatewayCore;
 use crate::protocol::{
     AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, ObserveRequest,
     ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
+use crate::rt::LocalBoxFuture;
 use crate::time::Clock;
 
 pub trait GatewayPort {

@@ -4,12 +4,11 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::{as_object, millis_of, quote, Fields};
 use super::limits;
 use super::quota::QuotaReport;
 use super::rule::{rules_from, PacingRule};
-use super::Message;
 use crate::error::{Error, Result};
+use crate::json::{as_object, millis_of, quote, Decode, Fields};
 
 /// `POST /v1/rate/acquire`: ask for up to `requested` permits of a bucket.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -65,7 +64,7 @@ pub struct AcquireRequest {
     pub held_lease_ids: Vec<String>,
 }
 
-impl Message for AcquireRequest {
+impl Decode for AcquireRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(AcquireRequest {
@@ -111,7 +110,7 @@ pub struct PermitTarget {
     pub rules: Vec<PacingRule>,
 }
 
-impl Message for PermitTarget {
+impl Decode for PermitTarget {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(PermitTarget {
@@ -170,7 +169,7 @@ pub struct AcquireResponse {
     pub slot_waiters: bool,
 }
 
-impl Message for AcquireResponse {
+impl Decode for AcquireResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         let granted = f.integer("granted", 0, limits::MAX_REQUESTED)?;
@@ -241,7 +240,7 @@ pub struct ReleaseRequest {
     pub returned_at_ms: Vec<u64>,
 }
 
-impl Message for ReleaseRequest {
+impl Decode for ReleaseRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         let lease_ids = f.array("leaseIds", 0, limits::MAX_RELEASE_BATCH)?;
@@ -264,7 +263,7 @@ pub struct ReleaseResponse {
     pub released: u64,
 }
 
-impl Message for ReleaseResponse {
+impl Decode for ReleaseResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(ReleaseResponse {
@@ -288,7 +287,7 @@ pub struct PenalizeRequest {
     pub quota: Option<QuotaReport>,
 }
 
-impl Message for PenalizeRequest {
+impl Decode for PenalizeRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(PenalizeRequest {
@@ -310,7 +309,7 @@ pub struct PenalizeResponse {
     pub cooldown_until_ms: u64,
 }
 
-impl Message for PenalizeResponse {
+impl Decode for PenalizeResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(PenalizeResponse {

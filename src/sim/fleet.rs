@@ -11,8 +11,8 @@ use super::arrivals::Arrival;
 use super::executor::SimRuntime;
 use super::provider::{Answer, Provider, ProviderModel};
 use crate::client::{
-    BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway,
-    LocalBoxFuture, PacerOptions, PermitRequest, Runtime,
+    BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway, PacerOptions,
+    PermitRequest,
 };
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
@@ -22,9 +22,10 @@ use crate::protocol::{
     ObserveResponse, PacingRule, PenalizeRequest, PenalizeResponse, ReleaseRequest,
     ReleaseResponse,
 };
+use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
 
-pub const START_MS: Millis = 1_767_225_600_000;
+use super::T0 as START_MS;
 const BUCKET: &str = "org:provider";
 const RUN: &str = "run";
 

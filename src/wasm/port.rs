@@ -10,12 +10,13 @@ use wasm_bindgen::prelude::*;
 use super::error::foreign;
 use super::js::to_js;
 use super::reader::{message, settle};
-use crate::client::{GatewayPort, LocalBoxFuture};
+use crate::client::GatewayPort;
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{
     AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, Message, ObserveRequest,
     ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
+use crate::rt::LocalBoxFuture;
 
 pub(crate) struct JsPort {
     port: JsValue,

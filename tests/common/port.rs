@@ -5,12 +5,13 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use paceline::client::{GatewayPort, InProcessGateway, LocalBoxFuture};
+use paceline::client::{GatewayPort, InProcessGateway};
 use paceline::gateway::{GatewayConfig, GatewayCore};
 use paceline::protocol::{
     AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, PenalizeRequest,
     PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
+use paceline::rt::LocalBoxFuture;
 use paceline::sim::SimRuntime;
 use paceline::time::{Clock, Millis};
 use paceline::{Error, Result};
@@ -129,7 +130,7 @@ pub fn spawn<T: 'static>(
     rt: &SimRuntime,
     work: impl std::future::Future<Output = T> + 'static,
 ) -> Rc<RefCell<Option<T>>> {
-    use paceline::client::Runtime;
+    use paceline::rt::Runtime;
     let out = Rc::new(RefCell::new(None));
     let slot = out.clone();
     rt.spawn(Box::pin(async move {

@@ -24,10 +24,10 @@ use std::rc::{Rc, Weak};
 
 use super::permit::Permit;
 use super::port::{GatewayPort, InProcessGateway};
-use super::runtime::{abortable, AbortSignal, Runtime};
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{limits, rules_signature, PacingRule, PenalizeRequest, ReleaseRequest};
+use crate::rt::{abortable, AbortSignal, Runtime};
 use crate::time::Millis;
 use block::{leases_and_times, Block, Slot};
 use clock::ClockSync;

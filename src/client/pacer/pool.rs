@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use super::{GatewayRateState, REFILL_POLL_MS};
-use crate::client::runtime::{abortable, AbortSignal, LocalBoxFuture};
+use crate::rt::{abortable, AbortSignal, LocalBoxFuture};
 use crate::error::Result;
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
 use crate::time::Millis;

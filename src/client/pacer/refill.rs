@@ -9,9 +9,9 @@ use super::demand::{block_size, horizon_budget, Demand};
 use super::pool::{KeptLease, LeasePool, RENEW_EVERY_MS};
 use super::{GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
 use crate::client::retry::with_retries;
-use crate::client::runtime::{abortable, AbortSignal, Event};
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::protocol::{has_concurrency, AcquireRequest, AcquireResponse, PacingRule};
+use crate::rt::{abortable, AbortSignal, Event};
 use crate::time::Millis;
 
 #[derive(Default)]

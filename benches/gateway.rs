@@ -7,8 +7,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use paceline::gateway::{handle, GatewayConfig, GatewayCore};
+use paceline::sim::T0;
 
-const T0: u64 = 1_767_225_600_000;
 const ROUNDS: usize = 9;
 
 struct Case {

@@ -9,8 +9,7 @@
 use std::time::Instant;
 
 use paceline::gateway::{handle, GatewayConfig, GatewayCore, MAX_LIVE_LEASES};
-
-const T0: u64 = 1_767_225_600_000;
+use paceline::sim::T0;
 
 fn post(g: &mut GatewayCore, path: &str, body: &str, now: u64) -> u16 {
     handle(g, "POST", path, body.as_bytes(), now).status

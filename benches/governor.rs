@@ -15,17 +15,16 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use paceline::client::{
-    GatewayPort, GatewayRateState, PacerOptions, PermitRequest, Runtime, DEFAULT_LEAD_MS,
+    GatewayPort, GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS,
 };
 use paceline::governor::{
-    Adapter, BudgetKind, Governor, GovernorConfig, PacingDeclaration, PolicyOverrides, RunScope,
-    Slots, ToolPacing,
+    Adapter, Governor, GovernorConfig, PacingDeclaration, PolicyOverrides, RunScope, ToolPacing,
 };
-use paceline::protocol::PacingRule;
-use paceline::sim::SimRuntime;
+use paceline::protocol::{BudgetKind, PacingRule};
+use paceline::rt::{Runtime, Slots};
+use paceline::sim::{SimRuntime, T0};
 use paceline::time::Clock;
 
-const T0: u64 = 1_767_225_600_000;
 const ROUNDS: usize = 9;
 /// A block holds up to 1,000 permits; a batch draws fewer, all cached.
 const BATCH: usize = 900;

@@ -1,7 +1,9 @@
 //! The one error type every layer returns. A refusal to pace (wait until `t`)
 //! is a value, not an error; an `Error` is something the caller must act on.
 
+use std::any::Any;
 use std::fmt;
+use std::rc::Rc;
 
 /// The stable string codes JS callers switch on (`err.code`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -73,15 +75,38 @@ pub enum Detail {
     },
     /// `PROVIDER_EXHAUSTED`: the provider is cooling down until this time.
     Cooldown { until_ms: u64 },
-    /// `GATEWAY_UNAVAILABLE`: the HTTP status the gateway answered, if any.
-    Status(u16),
-    /// An exception the host raised (a user callback, `fetch`), kept by the
-    /// bindings under this handle so it reaches the caller unchanged.
-    Foreign(u64),
-    /// A host value that explains the error (an abort signal's reason, what
-    /// a getter threw), kept by the bindings under this handle and attached
-    /// as the JS error's `cause`.
-    Cause(u64),
+    /// What the host said caused the error (an exception its callback or
+    /// `fetch` threw, an abort signal's reason), carried back to it.
+    Cause(HostCause),
+}
+
+/// A value the host handed the core that explains an error. The core never
+/// looks inside; it carries it so the host gets its own value back. Clones
+/// share the value, and two causes are equal when they are the same value.
+#[derive(Clone)]
+pub struct HostCause(Rc<dyn Any>);
+
+impl HostCause {
+    pub fn new(value: impl Any) -> Self {
+        HostCause(Rc::new(value))
+    }
+
+    /// The value, if the host put a `T` here.
+    pub fn get<T: Any>(&self) -> Option<&T> {
+        self.0.downcast_ref()
+    }
+}
+
+impl PartialEq for HostCause {
+    fn eq(&self, other: &Self) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl fmt::Debug for HostCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("HostCause(..)")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -114,7 +139,9 @@ impl Error {
         Error::new(ErrorCode::GatewayUnavailable, message)
     }
 
-    /// The seeds' wording, which clients match on to recover the fields.
+    /// Worded `Play execution <key> budget exceeded (<observed>/<limit>).`:
+    /// existing clients parse this message to recover the three fields, so
+    /// it must stay word for word.
     pub fn budget_exceeded(key: &str, observed: u64, limit: u64) -> Self {
         Error {
             code: ErrorCode::BudgetExceeded,

@@ -9,14 +9,17 @@ pub mod client;
 pub mod error;
 pub mod gateway;
 pub mod governor;
+pub mod json;
 pub mod protocol;
+pub mod rt;
+#[cfg(any(test, feature = "sim"))]
 pub mod sim;
 pub mod time;
 
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
-pub use error::{Detail, Error, ErrorCode, Result};
+pub use error::{Detail, Error, ErrorCode, HostCause, Result};
 
 /// The crate's version, as the npm package reports it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -9,9 +9,8 @@ use paceline::gateway::{handle, GatewayConfig, GatewayCore};
 use paceline::protocol::{
     decode, AcquireRequest, ObserveRequest, PacingRule, PenalizeRequest, QuotaReport,
 };
+use paceline::sim::T0;
 use paceline::ErrorCode;
-
-const T0: u64 = 1_767_225_600_000;
 
 fn per_second(n: u64) -> PacingRule {
     PacingRule::new(n, 1_000)

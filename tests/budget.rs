@@ -5,12 +5,11 @@ mod common;
 use std::rc::Rc;
 
 use common::port::{block_on, ScriptedPort};
-use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState, Runtime};
+use common::rig::SimRig;
+use paceline::client::{BudgetState, GatewayBudgetState, LocalBudgetState};
 use paceline::protocol::BudgetCharge;
-use paceline::sim::SimRuntime;
+use paceline::sim::{SimRuntime, T0};
 use paceline::ErrorCode;
-
-const T0: u64 = 1_767_225_600_000;
 
 fn tool_call(limit: u64) -> Vec<BudgetCharge> {
     vec![BudgetCharge {
@@ -21,15 +20,9 @@ fn tool_call(limit: u64) -> Vec<BudgetCharge> {
 }
 
 fn setup() -> (SimRuntime, Rc<ScriptedPort>, Rc<GatewayBudgetState>) {
-    let rt = SimRuntime::new(T0);
-    let port = ScriptedPort::new(&rt, 0);
-    let port_dyn: Rc<dyn GatewayPort> = port.clone();
-    let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
-    (
-        rt,
-        port,
-        Rc::new(GatewayBudgetState::new(port_dyn, runtime, 9)),
-    )
+    let rig = SimRig::new(0);
+    let budget = Rc::new(rig.budget(9));
+    (rig.rt, rig.port, budget)
 }
 
 fn counter(port: &ScriptedPort, key: &str) -> u64 {
@@ -80,7 +73,7 @@ fn many_charges_cost_one_reservation_of_a_block() {
     assert_eq!(
         counter(&port, "toolCall"),
         256,
-        "the seeds' block for toolCall"
+        "one reservation block of toolCall"
     );
     assert_eq!(budget.reserved_unused("run", "toolCall"), 156);
 }

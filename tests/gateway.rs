@@ -8,10 +8,9 @@ use paceline::gateway::{
     handle, mint_rate_scope_token, mint_run_scope_token, GatewayConfig, GatewayCore,
 };
 use paceline::protocol::{ChargeRequest, PacingRule};
-use paceline::time::{Clock, FakeClock};
+use paceline::sim::{FakeClock, T0};
+use paceline::time::Clock;
 use paceline::ErrorCode;
-
-const T0: u64 = 1_767_225_600_000;
 
 fn per_second(n: u64) -> PacingRule {
     PacingRule::new(n, 1_000)

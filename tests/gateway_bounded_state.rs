@@ -11,9 +11,9 @@ use paceline::gateway::{
     GatewayConfig, GatewayCore, FORGET_CUT_AFTER_US, MAX_BUDGET_KEYS, MAX_LIVE_LEASES, RUN_IDLE_US,
 };
 use paceline::protocol::PacingRule;
+use paceline::sim::T0;
 use paceline::ErrorCode;
 
-const T0: u64 = 1_767_225_600_000;
 /// A Durable Object's limit on one stored value.
 const STORAGE_VALUE_LIMIT: usize = 128 * 1024;
 

@@ -16,10 +16,10 @@
 use paceline::gateway::{
     handle, mint_rate_scope_token, mint_run_scope_token, GatewayConfig, GatewayCore,
 };
+use paceline::sim::T0;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-const T0: u64 = 1_767_225_600_000;
 const HORIZON_MS: u64 = 1_000;
 const SECRET: &[u8] = b"fuzz-secret";
 const BUCKETS: [&str; 4] = ["org:a", "org:b", "org:c", "o%2Fd"];

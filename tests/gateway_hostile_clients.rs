@@ -7,16 +7,16 @@ mod common;
 use std::rc::Rc;
 
 use common::gateway::{acquire, charge, densest_window, post, release};
-use common::port::{block_on, ScriptedPort};
-use paceline::client::{BudgetState, GatewayBudgetState, GatewayPort, Runtime};
+use common::port::block_on;
+use common::rig::SimRig;
+use paceline::client::BudgetState;
 use paceline::gateway::{
     mint_rate_scope_token, mint_run_scope_token, GatewayConfig, GatewayCore, MAX_NOW_MS,
 };
 use paceline::protocol::{BudgetCharge, PacingRule};
-use paceline::sim::SimRuntime;
+use paceline::sim::T0;
 use paceline::ErrorCode;
 
-const T0: u64 = 1_767_225_600_000;
 const SECRET: &[u8] = b"control-plane-secret";
 
 fn per_second(n: u64) -> PacingRule {
@@ -67,29 +67,23 @@ fn budget_charges_ignore_the_secret_a_charge_needs_its_runs_token() {
 
 #[test]
 fn budget_charges_ignore_the_secret_the_clients_budget_state_sends_its_token() {
-    let rt = SimRuntime::new(T0);
-    let port = ScriptedPort::new(&rt, 0);
-    *port.gateway.core.borrow_mut() = with_secret();
-    let port_dyn: Rc<dyn GatewayPort> = port.clone();
-    let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
+    let rig = SimRig::new(0);
+    *rig.port.gateway.core.borrow_mut() = with_secret();
     let token = mint_run_scope_token(SECRET, "run", T0 + 3_600_000);
-    let tokened = Rc::new(
-        GatewayBudgetState::new(port_dyn.clone(), runtime.clone(), 1)
-            .with_run_scope_token(Some(token)),
-    );
-    let bare = Rc::new(GatewayBudgetState::new(port_dyn, runtime, 2));
+    let tokened = Rc::new(rig.budget(1).with_run_scope_token(Some(token)));
+    let bare = Rc::new(rig.budget(2));
     let one = vec![BudgetCharge {
         key: "retry".into(),
         amount: 1,
         limit: 5,
     }];
     let (t, b, c) = (tokened.clone(), bare.clone(), one.clone());
-    let (with, without) = block_on(&rt, async move {
+    let (with, without) = block_on(&rig.rt, async move {
         (t.charge("run", &c).await, b.charge("run", &c).await)
     });
     assert!(with.is_ok(), "{with:?}");
     assert_eq!(without.unwrap_err().code, ErrorCode::ForbiddenScope);
-    assert!(port.charges.borrow()[0].run_scope_token.is_some());
+    assert!(rig.port.charges.borrow()[0].run_scope_token.is_some());
 }
 
 #[test]

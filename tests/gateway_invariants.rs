@@ -23,10 +23,10 @@ use std::collections::{BTreeMap, HashMap};
 use common::gateway::{acquire, densest_window, penalize, release};
 use paceline::gateway::{GatewayConfig, GatewayCore};
 use paceline::protocol::{BudgetCharge, ChargeRequest, PacingRule};
+use paceline::sim::T0;
 use paceline::ErrorCode;
 use proptest::prelude::*;
 
-const T0: u64 = 1_767_225_600_000;
 const HORIZON_MS: u64 = 1_000;
 const LEASE_TTL_MS: u64 = 4_000;
 const BUCKET: &str = "org:provider";

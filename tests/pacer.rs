@@ -5,25 +5,22 @@ mod common;
 use std::rc::Rc;
 
 use common::port::{block_on, spawn, ScriptedPort};
+use common::rig::SimRig;
 use paceline::client::{
-    AbortSignal, GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime,
-    DEFAULT_LEAD_MS,
+    GatewayRateState, PacerOptions, Permit, PermitRequest, DEFAULT_LEAD_MS, IDLE_KEEP_MS,
 };
 use paceline::protocol::PacingRule;
-use paceline::sim::SimRuntime;
+use paceline::rt::{AbortSignal, Runtime};
+use paceline::sim::{SimRuntime, T0};
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode, Result};
 
-const T0: u64 = 1_767_225_600_000;
 const BUCKET: &str = "org:p";
 
 fn setup(skew_ms: i64) -> (SimRuntime, Rc<ScriptedPort>, GatewayRateState) {
-    let rt = SimRuntime::new(T0);
-    let port = ScriptedPort::new(&rt, skew_ms);
-    let port_dyn: Rc<dyn GatewayPort> = port.clone();
-    let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
-    let pacer = GatewayRateState::new(port_dyn, runtime, PacerOptions::default());
-    (rt, port, pacer)
+    let rig = SimRig::new(skew_ms);
+    let pacer = rig.pacer();
+    (rig.rt, rig.port, pacer)
 }
 
 fn rate(n: u64) -> Vec<PacingRule> {
@@ -126,8 +123,8 @@ fn the_first_request_asks_for_a_lead_and_later_ones_for_half_the_round_trip() {
         .collect();
     assert_eq!(
         leads,
-        [Some(DEFAULT_LEAD_MS), Some(1)],
-        "an in-process port answers at once"
+        [Some(DEFAULT_LEAD_MS), Some(0)],
+        "an in-process port answers within the millisecond: no lead"
     );
 }
 
@@ -139,6 +136,17 @@ fn the_wait_until_a_dispatch_time_is_corrected_for_the_gateways_clock() {
         [DEFAULT_LEAD_MS, DEFAULT_LEAD_MS + 50, DEFAULT_LEAD_MS + 100],
         "server 5 s ahead, no extra wait"
     );
+}
+
+/// The port answers as a gateway from before kept leases: one lease per
+/// permit, for the callers to release after each call.
+fn older_gateway(port: &ScriptedPort) {
+    *port.rewrite.borrow_mut() = Some(Box::new(|mut r| {
+        r.kept_lease_ids = None;
+        r.lease_spacing_ms = None;
+        r.lease_ttl_ms = None;
+        r
+    }));
 }
 
 #[test]
@@ -341,12 +349,21 @@ fn successes_ride_on_the_next_acquire() {
         .iter()
         .map(|a| a.observed_successes)
         .collect();
-    assert_eq!(sent[0], 0);
-    assert_eq!(
-        sent.iter().sum::<u64>(),
-        2,
-        "each success before the last refill is reported once: {sent:?}"
-    );
+    assert_eq!(sent, [0], "the one lease served all three calls");
+    let (p, r) = (pacer.clone(), rules.clone());
+    let rt2 = rt.clone();
+    block_on(&rt, async move {
+        // Once the lease has gone back, the next permit is the gateway's.
+        rt2.sleep(2 * IDLE_KEEP_MS).await;
+        drop(take(&p, &r, None).await.unwrap());
+    });
+    let sent: Vec<u64> = port
+        .acquires
+        .borrow()
+        .iter()
+        .map(|a| a.observed_successes)
+        .collect();
+    assert_eq!(sent, [0, 3], "each success is reported once: {sent:?}");
 }
 
 #[test]
@@ -374,12 +391,9 @@ fn the_local_rate_state_paces_with_its_own_scheduler() {
     let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
     let local = GatewayRateState::local(runtime, PacerOptions::default(), 1);
     // Its scheduler keeps a 25 ms window guard for late JS timers, so 10/s
-    // is spaced 102.5 ms.
-    let lead = DEFAULT_LEAD_MS;
-    assert_eq!(
-        times_of(&rt, &local, rate(10), 3),
-        [lead, lead + 103, lead + 205]
-    );
+    // is spaced 102.5 ms; it shares this clock, so the first permit needs
+    // no lead.
+    assert_eq!(times_of(&rt, &local, rate(10), 3), [0, 103, 205]);
 }
 
 #[test]
@@ -438,6 +452,7 @@ fn a_permit_bought_with_one_scope_token_never_serves_a_caller_with_another() {
 #[test]
 fn a_lease_released_just_before_the_next_acquire_rides_on_it() {
     let (rt, port, pacer) = setup(0);
+    older_gateway(&port);
     let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(1)];
     let (p, r) = (pacer.clone(), rules.clone());
     block_on(&rt, async move {

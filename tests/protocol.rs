@@ -1,4 +1,4 @@
-//! The wire protocol, natively: fixtures in the seeds' shapes round-trip,
+//! The wire protocol, natively: fixtures in the shapes clients send round-trip,
 //! unknown fields are ignored, and every bad input is refused by name.
 
 mod common;

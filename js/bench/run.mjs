@@ -16,8 +16,8 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { startProvider, nowMs } from "./provider.mjs";
 import { startRedis } from "./lib/redis-server.mjs";
-import { convergenceMs, dispatchSeries, percentile } from "./lib/metrics.mjs";
-import { lineChart } from "./lib/svg.mjs";
+import { lineChart } from "../lib/line-chart.mjs";
+import { convergenceMs, dispatchSeries, percentile } from "../lib/metrics.mjs";
 
 const CONTENDERS = ["naive", "bottleneck", "upstash-sliding", "upstash-token", "paceline", "paceline-workerd"];
 const BUCKET_MS = 250;
@@ -224,16 +224,24 @@ function table(scenario, rows) {
 
 function chart(scenario, rows, startAtLimits) {
   const seconds = durationMs / 1000;
-  const limit = startAtLimits.map((l, i, all) => ({
-    fromS: Math.max(0, l.atMs / 1000),
-    toS: i + 1 < all.length ? all[i + 1].atMs / 1000 : seconds,
-    perBucket: (l.rps * BUCKET_MS) / 1000,
-  }));
+  // The true limit as a step line, scaled to the same bucket.
+  const limit = startAtLimits.flatMap((l, i, all) => {
+    const perBucket = (l.rps * BUCKET_MS) / 1000;
+    const toS = i + 1 < all.length ? all[i + 1].atMs / 1000 : seconds;
+    return [
+      [Math.max(0, l.atMs / 1000), perBucket],
+      [toS, perBucket],
+    ];
+  });
+  const perBucket = (counts) => counts.map((c, j) => [((j + 0.5) * BUCKET_MS) / 1000, c]);
   return lineChart({
     title: `Scenario ${scenario.id}: provider arrivals per ${BUCKET_MS} ms — ${scenario.title}`,
-    bucketMs: BUCKET_MS,
-    series: rows.filter((r) => r.result).map((r) => ({ label: r.name, counts: r.result.series })),
-    limit,
+    xLabel: "seconds since start",
+    yLabel: `dispatches per ${BUCKET_MS} ms`,
+    series: [
+      { name: "true limit (provider)", points: limit, dashed: true, color: "#000" },
+      ...rows.filter((r) => r.result).map((r) => ({ name: r.name, points: perBucket(r.result.series) })),
+    ],
   });
 }
 

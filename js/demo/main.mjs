@@ -9,7 +9,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { bundleWorker, repoRoot } from "../lib/bundle-worker.mjs";
-import { lineChart } from "./chart.mjs";
+import { lineChart } from "../lib/line-chart.mjs";
+import { densestWindow, windowsOver } from "../lib/metrics.mjs";
 
 const RULE_RPS = 25;
 const TRUE_LIMIT_RPS = 15;
@@ -17,24 +18,6 @@ const RUNS = 4;
 const ROWS = 600;
 const BUCKET = "org_demo:provider";
 const outDir = join(repoRoot, "js/.out");
-
-function densestWindow(times, windowMs) {
-  let best = 0;
-  for (let start = 0, end = 0; end < times.length; end++) {
-    while (times[end] >= times[start] + windowMs) start++;
-    best = Math.max(best, end - start + 1);
-  }
-  return best;
-}
-
-function windowsOver(times, limit, windowMs) {
-  let over = 0;
-  for (let start = 0, end = 0; start < times.length; start++) {
-    while (end < times.length && times[end] < times[start] + windowMs) end++;
-    if (end - start > limit) over++;
-  }
-  return over;
-}
 
 const [appOptions, gatewayOptions, stubOptions] = await Promise.all(
   ["enrich-worker.mjs", "gateway-worker.mjs", "provider-stub.mjs"].map((f) =>
@@ -139,7 +122,15 @@ writeFileSync(
       { name: "dispatched /s", points: samples.map((s) => [s.t, s.dispatchRate]) },
       { name: "accepted /s", points: samples.map((s) => [s.t, s.acceptedRate]) },
       { name: "gateway effective rate", points: samples.map((s) => [s.t, s.effective]) },
-      { name: `true limit ${TRUE_LIMIT_RPS}/s`, points: [[0, TRUE_LIMIT_RPS], [end, TRUE_LIMIT_RPS]], dashed: true },
+      {
+        name: `true limit ${TRUE_LIMIT_RPS}/s`,
+        points: [
+          [0, TRUE_LIMIT_RPS],
+          [end, TRUE_LIMIT_RPS],
+        ],
+        dashed: true,
+        color: "#000",
+      },
     ],
   }),
 );

@@ -130,8 +130,6 @@ export interface ChargeResponse {
 export interface PacelineGatewayError extends Error {
   name: "PacelineError";
   code: PacelineErrorCode;
-  /** The HTTP status of an answer that carried no other fields. */
-  status?: number;
   /** `BUDGET_EXCEEDED`: the counter, the count it would have reached, its limit. */
   key?: string;
   observed?: number;

@@ -9,19 +9,10 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Miniflare } from "miniflare";
 import { bundleWorker, repoRoot } from "../lib/bundle-worker.mjs";
+import { densestWindow } from "../lib/metrics.mjs";
 import { paceline } from "../lib/node-package.mjs";
 
 const secret = "fleet-test-secret";
-
-function densestWindow(times, windowMs) {
-  const sorted = [...times].sort((a, b) => a - b);
-  let best = 0;
-  for (let start = 0, end = 0; end < sorted.length; end++) {
-    while (sorted[end] >= sorted[start] + windowMs) start++;
-    best = Math.max(best, end - start + 1);
-  }
-  return best;
-}
 
 describe("8 request handlers x 50 calls at 20 req/s in workerd", () => {
   let persistDir;

@@ -122,11 +122,10 @@ describe("the client's codec, through a GatewayClient", () => {
     );
   });
 
-  test("a 403 answer rejects with FORBIDDEN_SCOPE, its status and the gateway's message", async () => {
+  test("a 403 answer rejects with FORBIDDEN_SCOPE and the gateway's message", async () => {
     const port = client(403, errorJson({ code: "FORBIDDEN_SCOPE", message: "rateScopeToken does not grant bucket org-1:openai" }));
     await assert.rejects(port.acquire(acquireReq), {
       code: "FORBIDDEN_SCOPE",
-      status: 403,
       message: "rateScopeToken does not grant bucket org-1:openai",
     });
   });
@@ -139,7 +138,6 @@ describe("the client's codec, through a GatewayClient", () => {
   test("a non-JSON 502 is GATEWAY_UNAVAILABLE naming the status, the endpoint and the body", async () => {
     await assert.rejects(client(502, "<html><body>Bad Gateway</body></html>").acquire(acquireReq), (error) => {
       assert.equal(error.code, "GATEWAY_UNAVAILABLE");
-      assert.equal(error.status, 502);
       assert.match(error.message, /HTTP 502 to POST \/v1\/rate\/acquire/);
       assert.match(error.message, /Bad Gateway/);
       return true;
@@ -157,7 +155,7 @@ describe("the client's codec, through a GatewayClient", () => {
     for (const [status, body, why] of cases) {
       await assert.rejects(client(status, body).penalize({ bucketId: "b", cooldownMs: 1 }), (error) => {
         assert.equal(error.code, "GATEWAY_UNAVAILABLE", body);
-        assert.equal(error.status, status);
+        assert.match(error.message, new RegExp(`HTTP ${status} to POST`));
         assert.match(error.message, why);
         return true;
       });
@@ -167,7 +165,6 @@ describe("the client's codec, through a GatewayClient", () => {
   test("a code this client does not know surfaces as GATEWAY_UNAVAILABLE with the gateway's message", async () => {
     await assert.rejects(client(418, errorJson({ code: "TEAPOT", message: "short and stout" })).acquire(acquireReq), (error) => {
       assert.equal(error.code, "GATEWAY_UNAVAILABLE");
-      assert.equal(error.status, 418);
       assert.match(error.message, /short and stout/);
       return true;
     });

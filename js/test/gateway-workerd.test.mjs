@@ -111,7 +111,6 @@ describe("gateway Worker with Durable Objects in workerd", () => {
     for (const call of refused) {
       await assert.rejects(call(), (error) => {
         assert.equal(error.code, "FORBIDDEN_SCOPE");
-        assert.equal(error.status, 403);
         return true;
       });
     }
@@ -123,7 +122,7 @@ describe("gateway Worker with Durable Objects in workerd", () => {
     assert.deepEqual(await view(), before);
   });
 
-  test("a charge over its limit is 409 BUDGET_EXCEEDED with the seeds' message", async () => {
+  test("a charge over its limit is 409 BUDGET_EXCEEDED with the budget message clients parse", async () => {
     const rootRunId = "run-42";
     const runScopeToken = mintRunScopeToken(secret, rootRunId, Date.now() + 3_600_000);
     const charge = (reservationId, amount, token = runScopeToken) =>

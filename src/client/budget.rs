@@ -9,9 +9,10 @@ use std::rc::Rc;
 
 use super::port::GatewayPort;
 use super::retry::with_retries;
-use super::runtime::{Event, LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::{BudgetCharge, ChargeRequest, ChargeResponse};
+use crate::protocol::{BudgetCharge, BudgetKind, ChargeRequest, ChargeResponse};
+use crate::rt::{LocalBoxFuture, Runtime, Slots};
+use crate::time::Millis;
 
 pub trait BudgetState {
     /// Charges every one of `charges` to the run, or none of them.
@@ -66,43 +67,9 @@ impl BudgetState for LocalBudgetState {
     }
 }
 
-/// How many units one reservation takes ahead for a key (the seeds' sizes);
-/// other keys reserve exactly what they need.
-pub fn reservation_block(key: &str) -> u64 {
-    match key {
-        "toolCall" | "waterfallStep" => 256,
-        "retry" | "playCall" | "descendant" => 16,
-        _ => 1,
-    }
-}
-
-/// Charges in arrival order, one at a time: a ticket lock.
-#[derive(Default)]
-struct Fifo {
-    next: Cell<u64>,
-    serving: Cell<u64>,
-    turn: Event,
-}
-
-struct FifoGuard<'a>(&'a Fifo);
-
-impl Fifo {
-    async fn lock(&self) -> FifoGuard<'_> {
-        let ticket = self.next.get();
-        self.next.set(ticket + 1);
-        while self.serving.get() != ticket {
-            self.turn.listen().await;
-        }
-        FifoGuard(self)
-    }
-}
-
-impl Drop for FifoGuard<'_> {
-    fn drop(&mut self) {
-        self.0.serving.set(self.0.serving.get() + 1);
-        self.0.turn.notify();
-    }
-}
+/// How often a charge waiting for its turn looks whether the turn came.
+/// Charges queue only while a reservation is in flight, one round trip.
+const TURN_POLL_MS: Millis = 5;
 
 /// Reserves budget at the gateway in coarse blocks and charges each local
 /// operation against them exactly once.
@@ -111,7 +78,10 @@ pub struct GatewayBudgetState {
     rt: Rc<dyn Runtime>,
     /// Units reserved at the gateway and not yet used, per run and key.
     remaining: RefCell<HashMap<(String, String), u64>>,
-    fifo: Fifo,
+    /// One charge at a time, in arrival order. The state may be shared by
+    /// a Worker's requests, so a charge waits for its turn on its own timer
+    /// (see [`Slots::acquire_on_own_timer`]).
+    turn: Slots,
     id_prefix: String,
     next_id: Cell<u64>,
     /// Sent with every charge, for a gateway with a secret.
@@ -125,7 +95,7 @@ impl GatewayBudgetState {
             port,
             rt,
             remaining: RefCell::new(HashMap::new()),
-            fifo: Fifo::default(),
+            turn: Slots::of_kind(1, "a budget charge's turn"),
             id_prefix: format!("{seed:016x}"),
             next_id: Cell::new(0),
             run_scope_token: None,
@@ -147,6 +117,7 @@ impl GatewayBudgetState {
     }
 
     /// Units held locally for a key, for tests and the simulation's books.
+    #[cfg(any(test, feature = "sim"))]
     pub fn reserved_unused(&self, root_run_id: &str, key: &str) -> u64 {
         self.remaining
             .borrow()
@@ -175,9 +146,10 @@ impl GatewayBudgetState {
                     continue;
                 }
                 let shortfall = c.amount - held;
-                let block = shortfall
-                    .max(reservation_block(&c.key))
-                    .min(c.limit.max(shortfall));
+                // Other keys (a parent's fan-out) reserve exactly what
+                // they need.
+                let ahead = BudgetKind::from_key(&c.key).map_or(1, BudgetKind::reservation_block);
+                let block = shortfall.max(ahead).min(c.limit.max(shortfall));
                 blocks.push(BudgetCharge {
                     amount: block,
                     ..c.clone()
@@ -244,7 +216,10 @@ impl BudgetState for GatewayBudgetState {
         charges: &'a [BudgetCharge],
     ) -> LocalBoxFuture<'a, Result<ChargeResponse>> {
         Box::pin(async move {
-            let _turn = self.fifo.lock().await;
+            let _turn = self
+                .turn
+                .acquire_on_own_timer(&*self.rt, TURN_POLL_MS, None)
+                .await?;
             self.charge_serial(root_run_id, charges).await
         })
     }

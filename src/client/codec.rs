@@ -4,7 +4,7 @@
 //! gateway and the simulation read answers alike.
 
 use super::port::{GatewayReply, GatewayTransport};
-use crate::error::{Detail, Error, Result};
+use crate::error::{Error, Result};
 use crate::protocol::{decode, encode, Endpoint, ErrorBody};
 
 /// Enough of a proxy's HTML error page to recognise it in a log.
@@ -30,7 +30,6 @@ pub(crate) fn answer<M: crate::protocol::Message>(path: &str, reply: GatewayRepl
         Error::unavailable(format!(
             "paceline gateway answered HTTP {status} to POST {path} with {what}"
         ))
-        .with_detail(Detail::Status(status))
     };
     if (200..300).contains(&status) {
         return decode::<M>(&body).map_err(|e| {
@@ -42,13 +41,7 @@ pub(crate) fn answer<M: crate::protocol::Message>(path: &str, reply: GatewayRepl
         });
     }
     match decode::<ErrorBody>(&body) {
-        Ok(error) => {
-            let mut e = error.into_error();
-            if e.detail.is_none() {
-                e.detail = Some(Detail::Status(status));
-            }
-            Err(e)
-        }
+        Ok(error) => Err(error.into_error()),
         Err(_) => Err(unusable(describe(&body, "without an error code"))),
     }
 }
@@ -71,7 +64,7 @@ fn describe(body: &[u8], what: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorCode;
+    use crate::error::{Detail, ErrorCode};
     use crate::protocol::{AcquireResponse, ChargeResponse};
 
     fn reply(status: u16, body: &str) -> GatewayReply {
@@ -110,7 +103,7 @@ mod tests {
         let body = r#"{"error":{"code":"FORBIDDEN_SCOPE","message":"bad token"}}"#;
         let e = answer::<ChargeResponse>("/p", reply(403, body)).unwrap_err();
         assert_eq!(e.code, ErrorCode::ForbiddenScope);
-        assert_eq!(e.detail, Some(Detail::Status(403)));
+        assert_eq!(e.message, "bad token");
     }
 
     #[test]
@@ -133,7 +126,6 @@ mod tests {
         ] {
             let e = answer::<AcquireResponse>("/v1/rate/acquire", reply(status, body)).unwrap_err();
             assert_eq!(e.code, ErrorCode::GatewayUnavailable, "{body}");
-            assert_eq!(e.detail, Some(Detail::Status(status)));
             let head = format!("HTTP {status} to POST /v1/rate/acquire");
             assert!(e.message.contains(&head), "{}", e.message);
             assert!(e.message.contains(says), "{}", e.message);

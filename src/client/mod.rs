@@ -7,14 +7,16 @@ mod pacer;
 mod permit;
 mod port;
 mod retry;
-mod runtime;
 
-pub use budget::{reservation_block, BudgetState, GatewayBudgetState, LocalBudgetState};
+pub use budget::{BudgetState, GatewayBudgetState, LocalBudgetState};
+/// How often a waiting caller looks again; the simulation's window guard
+/// is sized by it.
+#[cfg(any(test, feature = "sim"))]
+pub(crate) use pacer::REFILL_POLL_MS;
 pub use pacer::{
-    GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, LOCAL_WINDOW_GUARD_MS,
-    QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_POLL_MS, REFILL_TIMEOUT_MS,
+    GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, IDLE_KEEP_MS,
+    LOCAL_WINDOW_GUARD_MS, QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_TIMEOUT_MS,
 };
 pub use permit::Permit;
 pub use port::{GatewayPort, GatewayReply, GatewayTransport, InProcessGateway};
 pub use retry::STORE_RETRY_DELAYS_MS;
-pub use runtime::{abortable, AbortSignal, LocalBoxFuture, Runtime};

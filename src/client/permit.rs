@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::runtime::LocalBoxFuture;
+use crate::rt::LocalBoxFuture;
 
 /// What a permit gives back when it ends: it hands its lease to the batched
 /// release and returns a future that settles once that batch has gone.

@@ -8,13 +8,13 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::codec::call;
-use super::runtime::LocalBoxFuture;
 use crate::error::Result;
 use crate::gateway::{self, GatewayCore};
 use crate::protocol::{
     AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, ObserveRequest,
     ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
 };
+use crate::rt::LocalBoxFuture;
 use crate::time::Clock;
 
 /// An answer as it came back: HTTP status and body.

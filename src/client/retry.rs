@@ -5,8 +5,8 @@
 
 use std::future::Future;
 
-use super::runtime::Runtime;
 use crate::error::{Error, ErrorCode, Result};
+use crate::rt::Runtime;
 use crate::time::Millis;
 
 /// After a failed gateway call, retry after these delays, then surface it.

@@ -254,24 +254,30 @@ impl Bucket {
         let mut times = Vec::with_capacity(wanted.min(1_024) as usize);
         let mut lease_ids = max_concurrency.map(|_| Vec::with_capacity(times.capacity()));
         let returned_from = ceil_ms(earliest.max(self.cooldown_until));
+        // Streamed slots: each permit also waits for its slot's stream, and
+        // a returned time (spaced for no slot) is not reused.
+        let stream = self.stream_spacing();
         while (times.len() as u64) < wanted {
-            let at_ms = match self.returns.take(returned_from, horizon / 1_000) {
+            let slot_ready = stream.map(|_| {
+                self.leases
+                    .streams
+                    .take_slot(now, free_slots - times.len() as u64)
+            });
+            let returned = match stream {
+                None => self.returns.take(returned_from, horizon / 1_000),
+                Some(_) => None,
+            };
+            let at_ms = match returned {
                 Some(at_ms) => at_ms,
                 None => {
-                    let at = self.next_free(earliest);
+                    let at = self.next_free(earliest.max(slot_ready.unwrap_or(0)));
                     if at > horizon {
+                        if let Some(ready) = slot_ready {
+                            self.leases.streams.untake(ready);
+                        }
                         break;
                     }
-                    for t in &mut self.timelines {
-                        t.take(at);
-                    }
-                    self.adaptive_tat = at.saturating_add(adaptive_interval);
-                    self.last_at = Some(at);
-                    self.quota.take(at);
-                    if let Some(a) = &mut self.adaptive {
-                        a.on_grant(at);
-                    }
-                    self.returns.granted(ceil_ms(at));
+                    self.place(at, adaptive_interval);
                     ceil_ms(at)
                 }
             };
@@ -280,6 +286,11 @@ impl Bucket {
                 let id = ids.next_id();
                 self.leases
                     .insert(id, micros(at_ms).saturating_add(lease_ttl));
+                if let Some(spacing) = stream {
+                    self.leases
+                        .streams
+                        .spaced(id, micros(at_ms).saturating_add(spacing));
+                }
                 ids_out.push(format_lease_id(id));
             }
         }
@@ -306,6 +317,25 @@ impl Bucket {
             lease_ids,
             wait_ms,
         }
+    }
+
+    /// Takes every timeline at `at`, for a permit placed there.
+    pub(super) fn place(&mut self, at: Micros, adaptive_interval: Micros) {
+        for t in &mut self.timelines {
+            t.take(at);
+        }
+        self.adaptive_tat = at.saturating_add(adaptive_interval);
+        self.last_at = Some(at);
+        self.quota.take(at);
+        if let Some(a) = &mut self.adaptive {
+            a.on_grant(at);
+        }
+        self.returns.granted(ceil_ms(at));
+    }
+
+    /// The adaptive rate's spacing, or none when no adaptive rule applies.
+    pub(super) fn adaptive_interval(&self) -> Micros {
+        self.effective_rps().map_or(0, interval_for_rps)
     }
 
     /// Whether a grant fell short because other callers hold the timeline
@@ -368,7 +398,7 @@ impl Bucket {
     /// callers already refused, from when the leases in flight are likely
     /// to come back (their usual hold, learned from releases). Callers then
     /// return about when a slot frees instead of polling.
-    fn book_slot_turn(&mut self, requested: u64, now: Micros, lease_ttl: Micros) -> u64 {
+    pub(super) fn book_slot_turn(&mut self, requested: u64, now: Micros, lease_ttl: Micros) -> u64 {
         let Some(max) = self.max_concurrency() else {
             return 1;
         };
@@ -464,6 +494,10 @@ impl Bucket {
             cooldown_until_ms: self.cooldown_until_ms(now),
             server_now_ms: Some(ceil_ms(now)),
             dispatch_tolerance_ms: Some(tolerance_ms),
+            kept_lease_ids: None,
+            lease_spacing_ms: None,
+            lease_ttl_ms: None,
+            slot_waiters: false,
         }
     }
 }

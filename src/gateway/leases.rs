@@ -7,6 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
+use super::slots::SlotStreams;
 use super::timeline::Micros;
 
 /// The most live leases one bucket holds: rules naming a larger
@@ -55,6 +56,9 @@ pub(crate) struct LeaseTable {
     /// How long callers have held a lease before releasing it (a moving
     /// average), to tell a refused caller when a slot is likely to free.
     pub hold_us: Option<Micros>,
+    /// When each slot may start its next call, for buckets whose slots
+    /// are streamed (not part of a snapshot, see [`SlotStreams`]).
+    pub streams: SlotStreams,
 }
 
 impl LeaseTable {
@@ -97,6 +101,7 @@ impl LeaseTable {
         for id in ids.into_iter().filter_map(|text| parse_lease_id(text)) {
             if let Some(expires_at) = self.expires.remove(&id) {
                 self.unqueue(expires_at, id);
+                self.streams.freed(id, now);
                 released += 1;
                 let held = now.saturating_sub(expires_at.saturating_sub(ttl));
                 self.hold_us = Some(match self.hold_us {
@@ -146,7 +151,23 @@ impl LeaseTable {
             }
             self.queue.pop_front();
             self.expires.remove(&id);
+            // A lease that lapsed started its last call a TTL ago at most.
+            self.streams.freed(id, expires_at);
         }
+    }
+
+    /// Extends a live lease to a full `ttl` from `now`; false for one that
+    /// is not live (unknown or expired).
+    pub fn renew(&mut self, id: LeaseId, now: Micros, ttl: Micros) -> bool {
+        self.sweep(now);
+        let Some(&expires_at) = self.expires.get(&id) else {
+            return false;
+        };
+        let renewed = now.saturating_add(ttl);
+        if renewed > expires_at {
+            self.insert(id, renewed);
+        }
+        true
     }
 }
 

@@ -20,6 +20,7 @@ mod quota;
 mod recent;
 mod returns;
 mod scope;
+mod slots;
 mod snapshot;
 mod timeline;
 mod view;
@@ -44,11 +45,12 @@ use crate::protocol::{
     ObserveRequest, ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
     ReleaseResponse,
 };
-use bucket::Bucket;
+use bucket::{Bucket, Grant};
 use config::check_now;
 use idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US as RUN_IDLE};
 use leases::LeaseIds;
 use ledger::Ledger;
+use slots::KEEPER_RETRY_MS;
 use timeline::{ceil_ms, micros, Micros};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -175,16 +177,57 @@ impl GatewayCore {
         bucket.reported_successes = bucket
             .reported_successes
             .saturating_add(req.observed_successes);
-        let grant = bucket.grant(
-            req.requested,
-            req.book_next_turn,
-            now,
-            now + micros(lead),
-            horizon,
-            lease_ttl,
-            &mut self.ids,
-        );
-        let response = bucket.response(grant, now, self.config.window_guard_ms);
+        let earliest = now + micros(lead);
+        let spacing = bucket.stream_spacing();
+        let mut kept = None;
+        let grant = match (spacing, req.slots_wanted) {
+            (Some(_), Some(wanted)) => {
+                let slots = bucket.hand_slots(
+                    &req.held_lease_ids,
+                    wanted,
+                    !req.released_lease_ids.is_empty(),
+                    now,
+                    earliest,
+                    horizon,
+                    lease_ttl,
+                    &mut self.ids,
+                );
+                let grant = if slots.kept.is_empty() && slots.new.is_empty() {
+                    bucket.refuse_for_slots(now)
+                } else {
+                    // A client that keeps slots and got fewer new ones than
+                    // it asked for serves its callers with its own for a
+                    // while before it asks again.
+                    let short = (slots.new.len() as u64) < wanted;
+                    let (ids, times) = slots.new.into_iter().unzip();
+                    Grant {
+                        times,
+                        lease_ids: Some(ids),
+                        wait_ms: if short { KEEPER_RETRY_MS } else { 0 },
+                    }
+                };
+                kept = Some(slots.kept);
+                grant
+            }
+            _ => bucket.grant(
+                req.requested,
+                req.book_next_turn,
+                now,
+                earliest,
+                horizon,
+                lease_ttl,
+                &mut self.ids,
+            ),
+        };
+        let mut response = bucket.response(grant, now, self.config.window_guard_ms);
+        if bucket.max_concurrency().is_some() {
+            response.slot_waiters = bucket.leases.streams.contended(now);
+        }
+        if let Some(kept) = kept {
+            response.kept_lease_ids = Some(kept);
+            response.lease_spacing_ms = spacing.map(ceil_ms);
+            response.lease_ttl_ms = Some(self.config.lease_ttl_ms);
+        }
         self.touched(&req.bucket_id, now);
         Ok(response)
     }

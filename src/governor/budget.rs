@@ -8,41 +8,7 @@ use std::rc::Rc;
 use super::policy::BudgetPolicy;
 use crate::client::BudgetState;
 use crate::error::{Detail, Error, ErrorCode, Result};
-use crate::protocol::BudgetCharge;
-
-/// The budgets a host may charge directly. `childPerParent` and the depth
-/// limit are charged only by forking a child.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum BudgetKind {
-    PlayCall,
-    ToolCall,
-    Retry,
-    Descendant,
-    WaterfallStep,
-}
-
-impl BudgetKind {
-    /// The counter's key on the wire and in error messages.
-    pub fn key(self) -> &'static str {
-        match self {
-            BudgetKind::PlayCall => "playCall",
-            BudgetKind::ToolCall => "toolCall",
-            BudgetKind::Retry => "retry",
-            BudgetKind::Descendant => "descendant",
-            BudgetKind::WaterfallStep => "waterfallStep",
-        }
-    }
-
-    fn limit(self, policy: &BudgetPolicy) -> u64 {
-        match self {
-            BudgetKind::PlayCall => policy.max_play_call_count,
-            BudgetKind::ToolCall => policy.max_tool_call_count,
-            BudgetKind::Retry => policy.max_retry_count,
-            BudgetKind::Descendant => policy.max_descendants,
-            BudgetKind::WaterfallStep => policy.max_waterfall_step_executions,
-        }
-    }
-}
+use crate::protocol::{BudgetCharge, BudgetCounts, BudgetKind};
 
 /// Prefix of the per-parent key; the parent's run id follows it.
 pub(crate) const CHILD_PER_PARENT: &str = "childPerParent";
@@ -51,35 +17,9 @@ pub(crate) const CHILD_PER_PARENT: &str = "childPerParent";
 /// counts, so every limit holds across the whole lineage.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Counters {
-    pub play_call: u64,
-    pub tool_call: u64,
-    pub retry: u64,
-    pub descendant: u64,
-    pub waterfall_step: u64,
+    pub used: BudgetCounts,
     /// Children started, by the run id of their parent.
     pub child_calls: BTreeMap<String, u64>,
-}
-
-impl Counters {
-    fn get_mut(&mut self, kind: BudgetKind) -> &mut u64 {
-        match kind {
-            BudgetKind::PlayCall => &mut self.play_call,
-            BudgetKind::ToolCall => &mut self.tool_call,
-            BudgetKind::Retry => &mut self.retry,
-            BudgetKind::Descendant => &mut self.descendant,
-            BudgetKind::WaterfallStep => &mut self.waterfall_step,
-        }
-    }
-
-    fn get(&self, kind: BudgetKind) -> u64 {
-        match kind {
-            BudgetKind::PlayCall => self.play_call,
-            BudgetKind::ToolCall => self.tool_call,
-            BudgetKind::Retry => self.retry,
-            BudgetKind::Descendant => self.descendant,
-            BudgetKind::WaterfallStep => self.waterfall_step,
-        }
-    }
 }
 
 pub(crate) struct RunBudgets {
@@ -94,8 +34,8 @@ impl RunBudgets {
         if amount == 0 {
             return Ok(());
         }
-        let limit = kind.limit(&self.policy);
-        let observed = self.counters.borrow().get(kind).saturating_add(amount);
+        let limit = self.policy.max[kind];
+        let observed = self.counters.borrow().used[kind].saturating_add(amount);
         if observed > limit {
             return Err(Error::budget_exceeded(kind.key(), observed, limit));
         }
@@ -105,7 +45,7 @@ impl RunBudgets {
             limit,
         }])
         .await?;
-        *self.counters.borrow_mut().get_mut(kind) += amount;
+        self.counters.borrow_mut().used[kind] += amount;
         Ok(())
     }
 
@@ -120,8 +60,8 @@ impl RunBudgets {
             let children = c.child_calls.get(parent_run_id).copied().unwrap_or(0);
             [
                 (CHILD_PER_PARENT, children + 1, per_parent_limit),
-                (PlayCall.key(), c.play_call + 1, p.max_play_call_count),
-                (Descendant.key(), c.descendant + 1, p.max_descendants),
+                (PlayCall.key(), c.used[PlayCall] + 1, p.max[PlayCall]),
+                (Descendant.key(), c.used[Descendant] + 1, p.max[Descendant]),
             ]
         };
         if let Some(&(key, observed, limit)) = checks.iter().find(|(_, o, l)| o > l) {
@@ -133,8 +73,8 @@ impl RunBudgets {
             limit,
         };
         self.charge_state(&[
-            charge(PlayCall.key().into(), p.max_play_call_count),
-            charge(Descendant.key().into(), p.max_descendants),
+            charge(PlayCall.key().into(), p.max[PlayCall]),
+            charge(Descendant.key().into(), p.max[Descendant]),
             charge(
                 format!("{CHILD_PER_PARENT}:{parent_run_id}"),
                 per_parent_limit,
@@ -142,8 +82,8 @@ impl RunBudgets {
         ])
         .await?;
         let mut c = self.counters.borrow_mut();
-        c.play_call += 1;
-        c.descendant += 1;
+        c.used[PlayCall] += 1;
+        c.used[Descendant] += 1;
         *c.child_calls.entry(parent_run_id.to_owned()).or_insert(0) += 1;
         Ok(())
     }

@@ -4,13 +4,13 @@
 use std::fmt;
 use std::future::Future;
 
-use super::budget::BudgetKind;
 use super::play::Governor;
 use super::quota_headers::QuotaHeaders;
 use super::retry_after::{retry_after_ms, DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS};
-use crate::client::{abortable, AbortSignal};
 use crate::error::Error;
+use crate::protocol::BudgetKind;
 use crate::protocol::QuotaReport;
+use crate::rt::{abortable, AbortSignal};
 use crate::time::Millis;
 
 /// What a provider answered.

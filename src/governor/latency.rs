@@ -8,8 +8,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::protocol::json::{millis_of, quote};
-use crate::protocol::Message;
+use crate::json::{millis_of, quote, Decode};
 use crate::time::Millis;
 
 /// The newest observation moves the average by this fraction of the gap
@@ -56,7 +55,7 @@ impl ToolLatency {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ToolLatencies(pub HashMap<String, Millis>);
 
-impl Message for ToolLatencies {
+impl Decode for ToolLatencies {
     fn from_value(value: &Value) -> Result<Self> {
         let Value::Object(map) = value else {
             return Err(Error::invalid(

@@ -3,12 +3,12 @@
 
 use std::fmt;
 
-use super::budget::BudgetKind;
 use super::pacing::RateScope;
 use super::play::Governor;
-use super::slots::SlotPermit;
-use crate::client::{abortable, AbortSignal, LocalBoxFuture, Permit, PermitRequest};
+use crate::client::{Permit, PermitRequest};
 use crate::error::Result;
+use crate::protocol::BudgetKind;
+use crate::rt::{abortable, AbortSignal, LocalBoxFuture, SlotPermit};
 
 /// A tool call's provider permit and tool slot. Dropping it (or
 /// `release()`) gives both back.

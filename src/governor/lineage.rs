@@ -4,38 +4,35 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use super::budget::Counters;
 use crate::error::{Error, ErrorCode, Result};
-use crate::protocol::json::as_object;
-use crate::protocol::{limits, Message};
+use crate::json::{as_object, Decode};
+use crate::protocol::{limits, BudgetCounts, BudgetKind};
 
-/// A run's governance state in the seeds' shape, for handing to a child
-/// run or resuming this one elsewhere.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A run's governance state, for handing to a child run or resuming this
+/// one elsewhere, maybe in another isolate. It travels as camelCase JSON
+/// (`rootRunId`, `toolCallCount`, …), the shape play runners already pass
+/// between runs, so a child started by one runtime can resume in another.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GovernanceSnapshot {
     pub root_run_id: String,
     pub current_run_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub current_play_id: Option<String>,
     /// Play names from the root down to and including this run's play.
     pub ancestry_play_ids: Vec<String>,
     pub depth: u64,
-    pub play_call_count: u64,
-    pub tool_call_count: u64,
-    pub retry_count: u64,
-    pub descendant_count: u64,
-    pub waterfall_step_executions: u64,
+    /// What the lineage has used of each budget (`toolCallCount`, …).
+    pub counts: BudgetCounts,
     /// Children started so far, by the run id of their parent.
     pub parent_child_calls: BTreeMap<String, u64>,
 }
 
 /// Read by hand (see `PolicyOverrides`): every counter may be absent
 /// (0), none may be negative or fractional.
-impl Message for GovernanceSnapshot {
+impl Decode for GovernanceSnapshot {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "resume")?;
         let count = |k: &str| -> Result<u64> { Ok(f.opt_integer(k, 0, u64::MAX)?.unwrap_or(0)) };
@@ -47,13 +44,32 @@ impl Message for GovernanceSnapshot {
                 .map(str::to_owned),
             ancestry_play_ids: f.opt_strings("ancestryPlayIds", 1_000)?,
             depth: count("depth")?,
-            play_call_count: count("playCallCount")?,
-            tool_call_count: count("toolCallCount")?,
-            retry_count: count("retryCount")?,
-            descendant_count: count("descendantCount")?,
-            waterfall_step_executions: count("waterfallStepExecutions")?,
+            counts: {
+                let mut counts = BudgetCounts::default();
+                for kind in BudgetKind::ALL {
+                    counts[kind] = count(kind.count_name())?;
+                }
+                counts
+            },
             parent_child_calls: f.opt_counters("parentChildCalls")?,
         })
+    }
+}
+
+impl Serialize for GovernanceSnapshot {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("rootRunId", &self.root_run_id)?;
+        map.serialize_entry("currentRunId", &self.current_run_id)?;
+        if let Some(play) = &self.current_play_id {
+            map.serialize_entry("currentPlayId", play)?;
+        }
+        map.serialize_entry("ancestryPlayIds", &self.ancestry_play_ids)?;
+        map.serialize_entry("depth", &self.depth)?;
+        self.counts
+            .serialize_entries(&mut map, BudgetKind::count_name)?;
+        map.serialize_entry("parentChildCalls", &self.parent_child_calls)?;
+        map.end()
     }
 }
 
@@ -67,11 +83,7 @@ impl GovernanceSnapshot {
             current_play_id: play_id.map(str::to_owned),
             ancestry_play_ids: play_id.map(str::to_owned).into_iter().collect(),
             depth: 0,
-            play_call_count: 0,
-            tool_call_count: 0,
-            retry_count: 0,
-            descendant_count: 0,
-            waterfall_step_executions: 0,
+            counts: BudgetCounts::default(),
             parent_child_calls: BTreeMap::new(),
         }
     }
@@ -85,11 +97,7 @@ impl GovernanceSnapshot {
                 depth: self.depth,
             },
             Counters {
-                play_call: self.play_call_count,
-                tool_call: self.tool_call_count,
-                retry: self.retry_count,
-                descendant: self.descendant_count,
-                waterfall_step: self.waterfall_step_executions,
+                used: self.counts,
                 child_calls: self.parent_child_calls,
             },
         )
@@ -102,11 +110,7 @@ impl GovernanceSnapshot {
             current_play_id: lineage.current_play_id.clone(),
             ancestry_play_ids: lineage.ancestry.clone(),
             depth: lineage.depth,
-            play_call_count: counters.play_call,
-            tool_call_count: counters.tool_call,
-            retry_count: counters.retry,
-            descendant_count: counters.descendant,
-            waterfall_step_executions: counters.waterfall_step,
+            counts: counters.used,
             parent_child_calls: counters.child_calls.clone(),
         }
     }

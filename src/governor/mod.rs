@@ -16,9 +16,7 @@ mod play;
 mod policy;
 mod quota_headers;
 mod retry_after;
-mod slots;
 
-pub use budget::BudgetKind;
 pub use call::{
     CallError, CallOptions, ProviderResponse, BASE_BACKOFF_MS, DEFAULT_MAX_ATTEMPTS, MAX_BACKOFF_MS,
 };
@@ -36,4 +34,3 @@ pub use policy::{
 };
 pub use quota_headers::QuotaHeaders;
 pub use retry_after::{imf_fixdate_ms, retry_after_ms, DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER_MS};
-pub use slots::{SlotPermit, Slots};

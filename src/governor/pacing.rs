@@ -14,10 +14,10 @@ use std::collections::HashMap;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
-use crate::client::LocalBoxFuture;
 use crate::error::{Error, Result};
-use crate::protocol::json::{as_object, quote};
-use crate::protocol::{limits, rules_from, Message, PacingRule};
+use crate::json::{as_object, quote, Decode};
+use crate::protocol::{limits, rules_from, PacingRule};
+use crate::rt::LocalBoxFuture;
 
 /// The provider a tool calls and the limits its calls obey.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -184,7 +184,7 @@ impl Pacing {
 /// A declaration as JS writes it: `null` (undeclared), `{ unpaced: true }`,
 /// or `{ provider?, rules? }`, where a blank provider and empty rules mean
 /// "not known" as they do in the TypeScript runtime.
-impl Message for PacingDeclaration {
+impl Decode for PacingDeclaration {
     fn from_value(value: &Value) -> Result<Self> {
         Self::read(value, "pacing")
     }
@@ -238,7 +238,7 @@ impl PacingDeclaration {
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct PacingTable(pub HashMap<String, PacingDeclaration>);
 
-impl Message for PacingTable {
+impl Decode for PacingTable {
     fn from_value(value: &Value) -> Result<Self> {
         let Value::Object(map) = value else {
             return Err(Error::invalid(

@@ -5,14 +5,15 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::budget::{BudgetKind, RunBudgets};
+use super::budget::RunBudgets;
 use super::latency::ToolLatency;
 use super::lineage::{GovernanceSnapshot, Lineage};
 use super::pacing::{Pacing, PacingDeclaration, PacingResolver, RateScopeResolver, ToolPacing};
 use super::policy::{Adapter, ExecutionPolicy, PolicyOverrides};
-use super::slots::{SlotPermit, Slots};
-use crate::client::{AbortSignal, BudgetState, GatewayRateState, LocalBudgetState, Runtime};
+use crate::client::{BudgetState, GatewayRateState, LocalBudgetState};
 use crate::error::{Error, Result};
+use crate::protocol::BudgetKind;
+use crate::rt::{AbortSignal, Runtime, SlotPermit, Slots};
 use crate::time::Millis;
 
 /// Which org's buckets a run draws from, and which run's budgets it spends.

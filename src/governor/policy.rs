@@ -1,14 +1,13 @@
 //! How much one play run may do at once and in total, per runtime adapter,
 //! with the host's overrides applied field by field.
 
+use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::protocol::json::{as_object, number_text, Fields};
-use crate::protocol::Message;
-
 use crate::error::{Error, Result};
-use crate::protocol::{limits, PacingRule};
+use crate::json::{as_object, number_text, Decode, Fields};
+use crate::protocol::{limits, BudgetCounts, BudgetKind, PacingRule};
 
 /// The runtime a run executes in. Its limits differ, so its defaults do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -55,16 +54,44 @@ pub struct PacingPolicy {
 }
 
 /// Run-wide limits, lineage-global: a child play counts against its root.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// It reads and writes as `{maxToolCallCount, …, maxChildPlayCallsPerParent,
+/// maxDepth}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetPolicy {
-    pub max_play_call_count: u64,
-    pub max_tool_call_count: u64,
-    pub max_retry_count: u64,
-    pub max_descendants: u64,
-    pub max_waterfall_step_executions: u64,
+    /// The most of each kind the lineage may use.
+    pub max: BudgetCounts,
     pub max_child_play_calls_per_parent: u64,
     pub max_depth: u64,
+}
+
+/// The policy's names of the two limits that are not budget kinds.
+const CHILD_PLAY_CALLS_NAME: &str = "maxChildPlayCallsPerParent";
+const DEPTH_NAME: &str = "maxDepth";
+
+/// The budget limits as the policy writes them: one entry per kind, then
+/// the per-parent fan-out and the depth.
+fn serialize_limits<S: Serializer, T: Serialize>(
+    s: S,
+    max: &BudgetCounts<T>,
+    child_play_calls: &T,
+    depth: &T,
+) -> std::result::Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(BudgetKind::ALL.len() + 2))?;
+    max.serialize_entries(&mut map, BudgetKind::limit_name)?;
+    map.serialize_entry(CHILD_PLAY_CALLS_NAME, child_play_calls)?;
+    map.serialize_entry(DEPTH_NAME, depth)?;
+    map.end()
+}
+
+impl Serialize for BudgetPolicy {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        serialize_limits(
+            s,
+            &self.max,
+            &self.max_child_play_calls_per_parent,
+            &self.max_depth,
+        )
+    }
 }
 
 impl ExecutionPolicy {
@@ -105,20 +132,23 @@ impl ExecutionPolicy {
                 suggested_max_parallelism,
             },
             budgets: BudgetPolicy {
-                // Every child play a run starts, at any depth. A play that
-                // fans out further than this is almost surely a loop.
-                max_play_call_count: 200,
-                // A 10,000-row sheet through a ten-step waterfall.
-                max_tool_call_count: 100_000,
-                // One retry per ten tool calls before the run counts as
-                // retrying itself to death.
-                max_retry_count: 10_000,
-                // Every fork charges this and playCall together, so the same
-                // bound; it differs only if a host charges playCall for plays
-                // it runs outside a fork.
-                max_descendants: 200,
-                // Each waterfall step is at most one tool call.
-                max_waterfall_step_executions: 100_000,
+                max: BudgetCounts::from_fn(|kind| match kind {
+                    // Every child play a run starts, at any depth. A play
+                    // that fans out further than this is almost surely a
+                    // loop.
+                    BudgetKind::PlayCall => 200,
+                    // A 10,000-row sheet through a ten-step waterfall.
+                    BudgetKind::ToolCall => 100_000,
+                    // One retry per ten tool calls before the run counts as
+                    // retrying itself to death.
+                    BudgetKind::Retry => 10_000,
+                    // Every fork charges this and playCall together, so the
+                    // same bound; it differs only if a host charges playCall
+                    // for plays it runs outside a fork.
+                    BudgetKind::Descendant => 200,
+                    // Each waterfall step is at most one tool call.
+                    BudgetKind::WaterfallStep => 100_000,
+                }),
                 // Fan-out of one parent, so one play cannot spend the whole
                 // lineage's play budget on its own children.
                 max_child_play_calls_per_parent: 50,
@@ -156,14 +186,9 @@ impl ExecutionPolicy {
         }
         if let Some(o) = &overrides.budgets {
             let b = &mut self.budgets;
-            set(&mut b.max_play_call_count, o.max_play_call_count);
-            set(&mut b.max_tool_call_count, o.max_tool_call_count);
-            set(&mut b.max_retry_count, o.max_retry_count);
-            set(&mut b.max_descendants, o.max_descendants);
-            set(
-                &mut b.max_waterfall_step_executions,
-                o.max_waterfall_step_executions,
-            );
+            for kind in BudgetKind::ALL {
+                set(&mut b.max[kind], o.max[kind]);
+            }
             set(
                 &mut b.max_child_play_calls_per_parent,
                 o.max_child_play_calls_per_parent,
@@ -220,21 +245,11 @@ impl ExecutionPolicy {
         let b = &self.budgets;
         // The gateway refuses a charge whose limit is past MAX_BUDGET, so a
         // larger limit would fail every charge instead of allowing more.
-        for (name, value) in [
-            ("maxPlayCallCount", b.max_play_call_count),
-            ("maxToolCallCount", b.max_tool_call_count),
-            ("maxRetryCount", b.max_retry_count),
-            ("maxDescendants", b.max_descendants),
-            (
-                "maxWaterfallStepExecutions",
-                b.max_waterfall_step_executions,
-            ),
-            (
-                "maxChildPlayCallsPerParent",
-                b.max_child_play_calls_per_parent,
-            ),
-            ("maxDepth", b.max_depth),
-        ] {
+        let per_kind = b.max.iter().map(|(kind, n)| (kind.limit_name(), *n));
+        for (name, value) in per_kind.chain([
+            (CHILD_PLAY_CALLS_NAME, b.max_child_play_calls_per_parent),
+            (DEPTH_NAME, b.max_depth),
+        ]) {
             if value > limits::MAX_BUDGET {
                 return Err(Error::invalid(format!(
                     "policy.budgets.{name} must be at most {}, got {value}",
@@ -274,8 +289,8 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// The host's changes to an adapter's policy, in the seeds' names
-/// (`{budgets: {maxToolCallCount: 3}}`). An unknown name is refused rather
+/// The host's changes to an adapter's policy, named as the policy writes
+/// them (`{budgets: {maxToolCallCount: 3}}`). An unknown name is refused rather
 /// than ignored: a misspelt budget would otherwise silently not apply.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -301,22 +316,29 @@ pub struct PacingOverrides {
     pub suggested_max_parallelism: Option<f64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Each of [`BudgetPolicy`]'s limits, where the host sets it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BudgetOverrides {
-    pub max_play_call_count: Option<u64>,
-    pub max_tool_call_count: Option<u64>,
-    pub max_retry_count: Option<u64>,
-    pub max_descendants: Option<u64>,
-    pub max_waterfall_step_executions: Option<u64>,
+    pub max: BudgetCounts<Option<u64>>,
     pub max_child_play_calls_per_parent: Option<u64>,
     pub max_depth: Option<u64>,
+}
+
+impl Serialize for BudgetOverrides {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        serialize_limits(
+            s,
+            &self.max,
+            &self.max_child_play_calls_per_parent,
+            &self.max_depth,
+        )
+    }
 }
 
 /// Read by hand with the protocol's field reader rather than derived: a
 /// derived serde reader brings core's float formatter (for its error
 /// messages) into the wasm, some 14 KB gzipped with the snapshot's.
-impl Message for PolicyOverrides {
+impl Decode for PolicyOverrides {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "policy")?;
         f.refuse_unknown(&["concurrency", "pacing", "budgets"])?;
@@ -358,24 +380,17 @@ impl Message for PolicyOverrides {
         let budgets = match f.opt_object("budgets")? {
             None => None,
             Some(b) => {
-                let names = [
-                    "maxPlayCallCount",
-                    "maxToolCallCount",
-                    "maxRetryCount",
-                    "maxDescendants",
-                    "maxWaterfallStepExecutions",
-                    "maxChildPlayCallsPerParent",
-                    "maxDepth",
-                ];
+                let mut names = BudgetKind::ALL.map(BudgetKind::limit_name).to_vec();
+                names.extend([CHILD_PLAY_CALLS_NAME, DEPTH_NAME]);
                 b.refuse_unknown(&names)?;
+                let mut max = BudgetCounts::default();
+                for kind in BudgetKind::ALL {
+                    max[kind] = int(&b, kind.limit_name())?;
+                }
                 Some(BudgetOverrides {
-                    max_play_call_count: int(&b, names[0])?,
-                    max_tool_call_count: int(&b, names[1])?,
-                    max_retry_count: int(&b, names[2])?,
-                    max_descendants: int(&b, names[3])?,
-                    max_waterfall_step_executions: int(&b, names[4])?,
-                    max_child_play_calls_per_parent: int(&b, names[5])?,
-                    max_depth: int(&b, names[6])?,
+                    max,
+                    max_child_play_calls_per_parent: int(&b, CHILD_PLAY_CALLS_NAME)?,
+                    max_depth: int(&b, DEPTH_NAME)?,
                 })
             }
         };
@@ -388,7 +403,8 @@ impl Message for PolicyOverrides {
 }
 
 impl Adapter {
-    /// The adapter of a seeds' name: `esm_workers` or `cjs_node20`.
+    /// The adapter a host names: `esm_workers` or `cjs_node20`, the names
+    /// play runners already give these runtimes in their configuration.
     pub fn from_name(name: &str) -> Option<Adapter> {
         match name {
             "esm_workers" => Some(Adapter::EsmWorkers),

@@ -1,6 +1,6 @@
 use super::*;
 
-const NOW: Millis = 1_767_225_600_000;
+const NOW: Millis = crate::sim::T0;
 
 fn headers(pairs: &[(&str, &str)]) -> QuotaHeaders {
     QuotaHeaders::from_lookup(|name| {

@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::as_object;
 use super::limits;
-use super::Message;
 use crate::error::{Error, Result};
+use crate::json::{as_object, Decode};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -32,7 +31,7 @@ pub struct ChargeRequest {
     pub charges: Vec<BudgetCharge>,
 }
 
-impl Message for ChargeRequest {
+impl Decode for ChargeRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         let items = f.array("charges", 1, limits::MAX_CHARGES)?;
@@ -73,7 +72,7 @@ pub struct ChargeResponse {
     pub counters: BTreeMap<String, u64>,
 }
 
-impl Message for ChargeResponse {
+impl Decode for ChargeResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         let counters = match value.get("counters") {

@@ -4,9 +4,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::as_object;
-use super::Message;
 use crate::error::{Detail, Error, ErrorCode, Result};
+use crate::json::{as_object, Decode};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ErrorBody {
@@ -49,7 +48,7 @@ impl From<&Error> for ErrorBody {
                 fields.limit = Some(*limit);
             }
             Some(Detail::Cooldown { until_ms }) => fields.cooldown_until_ms = Some(*until_ms),
-            Some(Detail::Status(_) | Detail::Foreign(_) | Detail::Cause(_)) | None => {}
+            Some(Detail::Cause(_)) | None => {}
         }
         ErrorBody { error: fields }
     }
@@ -75,7 +74,7 @@ impl ErrorBody {
     }
 }
 
-impl Message for ErrorBody {
+impl Decode for ErrorBody {
     fn from_value(value: &Value) -> Result<Self> {
         as_object(value, "")?;
         let error = value

@@ -1,33 +1,34 @@
 //! The wire protocol between clients and the gateway: JSON over HTTP, with
-//! the seeds' camelCase field names so a TypeScript runtime built on them can
-//! switch to this gateway.
+//! camelCase field names matching the TypeScript runtime's gateway, so its
+//! clients can switch to this gateway without changing a message.
 //!
 //! Decoding validates: a message that comes back from [`decode`] is in range
 //! and every bad field was reported by name. Unknown fields are ignored.
 
 mod budget;
+mod budget_kind;
 mod endpoint;
 mod error_body;
-pub(crate) mod json;
 mod quota;
 mod rate;
 mod rule;
 
 pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
+pub use budget_kind::{BudgetCounts, BudgetKind};
 pub use endpoint::{owner_name, route, Endpoint, Owner, Route, BUCKET_VIEW_PREFIX, ROUTES};
 pub use error_body::{ErrorBody, ErrorFields};
 pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};
 pub use rate::{
     AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, PermitTarget,
-    ReleaseRequest, ReleaseResponse,
+    ReleaseRequest, ReleaseResponse, LEASE_CHAIN_MS,
 };
 pub(crate) use rule::rules_from;
 pub use rule::{has_concurrency, rules_signature, PacingRule};
 
+use crate::error::{Error, Result};
+use crate::json::Decode;
 use serde::Serialize;
 use serde_json::Value;
-
-use crate::error::{Error, Result};
 
 /// The bounds a message must stay inside. They keep one request from
 /// costing the gateway unbounded memory or time.
@@ -61,9 +62,9 @@ pub mod limits {
 
 /// A message of the protocol: it decodes from JSON with validation and
 /// encodes with serde.
-pub trait Message: Serialize + Sized {
-    fn from_value(value: &Value) -> Result<Self>;
-}
+pub trait Message: Serialize + Decode {}
+
+impl<T: Serialize + Decode> Message for T {}
 
 /// Decodes and validates one message from a request or response body.
 pub fn decode<M: Message>(body: &[u8]) -> Result<M> {

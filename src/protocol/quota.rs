@@ -10,9 +10,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::{as_object, Fields};
-use super::{limits, Message};
+use super::limits;
 use crate::error::{Error, Result};
+use crate::json::{as_object, Decode, Fields};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -74,7 +74,7 @@ pub struct ObserveRequest {
     pub scheduler_schema: Option<String>,
 }
 
-impl Message for ObserveRequest {
+impl Decode for ObserveRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         let quota = QuotaReport::from_fields(&f, "quota")?
@@ -101,7 +101,7 @@ pub struct ObserveResponse {
     pub effective_requests_per_second: Option<f64>,
 }
 
-impl Message for ObserveResponse {
+impl Decode for ObserveResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(ObserveResponse {

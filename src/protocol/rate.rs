@@ -4,12 +4,11 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::{as_object, millis_of, quote, Fields};
 use super::limits;
 use super::quota::QuotaReport;
 use super::rule::{rules_from, PacingRule};
-use super::Message;
 use crate::error::{Error, Result};
+use crate::json::{as_object, millis_of, quote, Decode, Fields};
 
 /// `POST /v1/rate/acquire`: ask for up to `requested` permits of a bucket.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -51,9 +50,21 @@ pub struct AcquireRequest {
     /// What the provider last said about its quota.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaReport>,
+    /// Asks for concurrency slots to keep: the client pools its leases and
+    /// hands a freed one to its next caller, spacing the calls on each
+    /// lease as the answer's `leaseSpacingMs` says, and wants this many
+    /// new ones. A gateway that cannot stream the bucket's slots (or an
+    /// older one) grants one lease per time as for any acquire.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slots_wanted: Option<u64>,
+    /// Leases this client holds (pooled or in a call) and would keep: the
+    /// gateway renews those it still counts, for a full TTL from now, and
+    /// names them in `keptLeaseIds`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_lease_ids: Vec<String>,
 }
 
-impl Message for AcquireRequest {
+impl Decode for AcquireRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(AcquireRequest {
@@ -73,9 +84,20 @@ impl Message for AcquireRequest {
                 None => Vec::new(),
             },
             quota: QuotaReport::from_fields(&f, "quota")?,
+            slots_wanted: f.opt_integer("slotsWanted", 0, limits::MAX_REQUESTED)?,
+            held_lease_ids: match f.opt_array("heldLeaseIds", limits::MAX_RELEASE_BATCH)? {
+                Some(items) => lease_id_list(&f, "heldLeaseIds", items)?,
+                None => Vec::new(),
+            },
         })
     }
 }
+
+/// While callers elsewhere wait for a concurrency slot, how long one lease
+/// may be kept through renewals before it goes back when its call ends.
+/// Clients and gateways both hold to it: a client that knows others wait
+/// gives a lease back at its chain's end without asking first.
+pub const LEASE_CHAIN_MS: u64 = 3_000;
 
 /// What a caller hands the pacer: a bucket, its scope token and its rules
 /// (the client-side half of an acquire; the pacer decides `requested`).
@@ -88,7 +110,7 @@ pub struct PermitTarget {
     pub rules: Vec<PacingRule>,
 }
 
-impl Message for PermitTarget {
+impl Decode for PermitTarget {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(PermitTarget {
@@ -126,9 +148,28 @@ pub struct AcquireResponse {
     /// permit is dead. An older gateway sends none.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_tolerance_ms: Option<u64>,
+    /// Answer to `slotsWanted`: the held leases renewed. One held but not
+    /// named here must not start another call; it goes back when its call
+    /// ends. An older gateway sends none, and its leases come one per time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kept_lease_ids: Option<Vec<String>>,
+    /// With `keptLeaseIds`: the least time between two calls started on
+    /// one lease. Each new lease's first call may start at its time in
+    /// `scheduledAtMs`; a lease goes back no sooner than this long after
+    /// its last call started. Spacing every slot so keeps each rule's
+    /// windows within their limits, whoever holds the slots.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_spacing_ms: Option<u64>,
+    /// How long a lease lives from its grant or renewal unless released.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_ttl_ms: Option<u64>,
+    /// Callers elsewhere wait for a concurrency slot: a lease this client
+    /// is done with should go back now rather than wait for a ride.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub slot_waiters: bool,
 }
 
-impl Message for AcquireResponse {
+impl Decode for AcquireResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         let granted = f.integer("granted", 0, limits::MAX_REQUESTED)?;
@@ -147,6 +188,10 @@ impl Message for AcquireResponse {
         let lease_ids = f
             .opt_array("leaseIds", limits::MAX_REQUESTED as usize)?
             .map(|items| lease_id_list(&f, "leaseIds", items))
+            .transpose()?;
+        let kept_lease_ids = f
+            .opt_array("keptLeaseIds", limits::MAX_RELEASE_BATCH)?
+            .map(|items| lease_id_list(&f, "keptLeaseIds", items))
             .transpose()?;
         if let Some(ids) = &lease_ids {
             if !ids.is_empty() && ids.len() as u64 != granted {
@@ -170,6 +215,10 @@ impl Message for AcquireResponse {
                 0,
                 limits::MAX_DISPATCH_TOLERANCE_MS,
             )?,
+            kept_lease_ids,
+            lease_spacing_ms: f.opt_integer("leaseSpacingMs", 1, limits::MAX_WINDOW_MS)?,
+            lease_ttl_ms: f.opt_millis("leaseTtlMs")?,
+            slot_waiters: f.opt_bool("slotWaiters")?.unwrap_or(false),
         })
     }
 }
@@ -191,7 +240,7 @@ pub struct ReleaseRequest {
     pub returned_at_ms: Vec<u64>,
 }
 
-impl Message for ReleaseRequest {
+impl Decode for ReleaseRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         let lease_ids = f.array("leaseIds", 0, limits::MAX_RELEASE_BATCH)?;
@@ -214,7 +263,7 @@ pub struct ReleaseResponse {
     pub released: u64,
 }
 
-impl Message for ReleaseResponse {
+impl Decode for ReleaseResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(ReleaseResponse {
@@ -238,7 +287,7 @@ pub struct PenalizeRequest {
     pub quota: Option<QuotaReport>,
 }
 
-impl Message for PenalizeRequest {
+impl Decode for PenalizeRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(PenalizeRequest {
@@ -260,7 +309,7 @@ pub struct PenalizeResponse {
     pub cooldown_until_ms: u64,
 }
 
-impl Message for PenalizeResponse {
+impl Decode for PenalizeResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         Ok(PenalizeResponse {

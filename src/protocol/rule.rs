@@ -5,9 +5,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::json::{as_object, number_text, Fields};
 use super::limits;
 use crate::error::{Error, Result};
+use crate::json::{as_object, number_text, Fields};
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -11,7 +11,7 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::client::{LocalBoxFuture, Runtime};
+use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
 
 type Ready = Arc<Mutex<VecDeque<usize>>>;

@@ -10,13 +10,14 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use super::executor::SimRuntime;
-use crate::client::{GatewayReply, GatewayTransport, InProcessGateway, LocalBoxFuture, Runtime};
+use crate::client::{GatewayReply, GatewayTransport, InProcessGateway};
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{
     decode, encode, route, AcquireRequest, AcquireResponse, ChargeRequest, Endpoint, Message,
     ReleaseRequest,
 };
+use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
 
 pub type Rewrite = Box<dyn Fn(AcquireResponse) -> AcquireResponse>;

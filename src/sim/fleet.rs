@@ -13,7 +13,7 @@ use super::faulty_port::FaultyPort;
 use super::provider::{Answer, Provider, ProviderModel};
 use crate::client::{
     BudgetState, GatewayBudgetState, GatewayPort, GatewayRateState, InProcessGateway, PacerOptions,
-    PermitRequest, Runtime,
+    PermitRequest,
 };
 use crate::error::Result;
 use crate::gateway::{GatewayConfig, GatewayCore};
@@ -21,9 +21,10 @@ use crate::governor::retry_after_ms;
 use crate::protocol::{
     decode, AcquireRequest, AcquireResponse, BudgetCharge, Endpoint, PacingRule,
 };
+use crate::rt::Runtime;
 use crate::time::{Clock, Millis};
 
-pub const START_MS: Millis = 1_767_225_600_000;
+use super::T0 as START_MS;
 const BUCKET: &str = "org:provider";
 const RUN: &str = "run";
 
@@ -107,6 +108,9 @@ pub struct FleetReport {
     pub errors: BTreeMap<&'static str, u64>,
     /// `(ms since start, effective req/s)` after every acquire the gateway answered.
     pub effective_rps: Vec<(Millis, f64)>,
+    /// `(ms since start, isolate)` of every dispatch.
+    pub dispatch_log: Vec<(Millis, usize)>,
+    pub isolates: usize,
     /// The budget: calls charged locally, and the gateway's counter.
     pub budget_used: u64,
     pub budget_counter_at_gateway: u64,
@@ -137,6 +141,28 @@ impl FleetReport {
             }
             (end - start) as u64
         })
+    }
+
+    /// Each isolate's dispatches in `[from, to)`.
+    pub fn shares_between(&self, from: Millis, to: Millis) -> Vec<u64> {
+        let mut shares = vec![0; self.isolates];
+        for &(at, isolate) in &self.dispatch_log {
+            if at >= from && at < to {
+                shares[isolate] += 1;
+            }
+        }
+        shares
+    }
+
+    /// How far the isolate furthest from an equal share of `[from, to)`
+    /// strays from it, as a fraction of the equal share.
+    pub fn share_spread(&self, from: Millis, to: Millis) -> f64 {
+        let shares = self.shares_between(from, to);
+        let mean = shares.iter().sum::<u64>() as f64 / shares.len().max(1) as f64;
+        shares
+            .iter()
+            .map(|&n| (n as f64 / mean - 1.0).abs())
+            .fold(0.0, f64::max)
     }
 
     pub fn dispatches_between(&self, from: Millis, to: Millis) -> usize {
@@ -278,6 +304,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         budget_used: Cell::new(0),
         waits: RefCell::default(),
         calls: Cell::new(0),
+        dispatch_log: RefCell::default(),
     });
     let isolate_count = match &config.arrivals {
         Some(arrivals) => arrivals.iter().map(|a| a.isolate + 1).max().unwrap_or(0),
@@ -301,6 +328,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
                 port,
                 alive,
                 calls_left: Cell::new(0),
+                index: i,
             })
         })
         .collect();
@@ -357,6 +385,8 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         max_in_flight: provider.max_in_flight(),
         errors: shared.errors.borrow().clone(),
         effective_rps: effective.borrow().clone(),
+        dispatch_log: shared.dispatch_log.take(),
+        isolates: isolates.len(),
         budget_used: shared.budget_used.get(),
         budget_counter_at_gateway,
         budget_reserved_unused: isolates
@@ -374,6 +404,7 @@ struct Isolate {
     alive: Rc<Cell<bool>>,
     /// Open loop: calls still to come; the isolate is evicted at zero.
     calls_left: Cell<u64>,
+    index: usize,
 }
 
 /// What every call of the fleet shares.
@@ -390,6 +421,7 @@ struct Shared {
     budget_used: Cell<u64>,
     waits: RefCell<Vec<f64>>,
     calls: Cell<u64>,
+    dispatch_log: RefCell<Vec<(Millis, usize)>>,
 }
 
 impl Shared {
@@ -447,6 +479,9 @@ impl Shared {
         }
         let now = self.rt.now_ms();
         self.waits.borrow_mut().push((now - arrived) as f64);
+        self.dispatch_log
+            .borrow_mut()
+            .push((now - START_MS, isolate.index));
         let reply = self.provider.begin(now);
         self.rt.sleep(self.call_latency_ms).await;
         self.provider.end();

@@ -11,9 +11,11 @@ use super::port::JsPort;
 use super::reader::{json, ObjectArg};
 use super::registry::Registration;
 use super::runtime::JsRuntime;
-use crate::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState, Runtime};
+use crate::client::{BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState};
 use crate::error::Result;
-use crate::protocol::{limits, ChargeRequest, Message};
+use crate::json::Decode;
+use crate::protocol::{limits, ChargeRequest};
+use crate::rt::Runtime;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_BUDGET: &'static str = r#"

@@ -1,28 +1,22 @@
 //! Core errors become JS `Error`s with a string `code` and, where the code
 //! has them, structured fields (`key`, `observed`, `limit`,
 //! `cooldownUntilMs`). An exception JS raised into the core (from `fetch`
-//! or a user callback) is kept here and handed back as the same value, or,
-//! when the core wrapped its message ("penalize failed for <bucket>: ..."),
-//! as a coded error with that message and the exception as its `cause`.
-
-use std::cell::RefCell;
-use std::collections::HashMap;
+//! or a user callback) travels in the error as its cause and is handed back
+//! as the same value, or, when the core wrapped its message ("penalize
+//! failed for <bucket>: ..."), as a coded error with that message and the
+//! exception as its `cause`.
 
 use js_sys::Reflect;
 use wasm_bindgen::JsValue;
 
-use crate::error::{Detail, Error, ErrorCode};
+use crate::error::{Detail, Error, ErrorCode, HostCause};
 
-/// Kept exceptions. An error may be cloned to several waiters, so each
-/// conversion reads (does not take) its exception; the oldest are dropped
-/// past this many.
-const KEPT_EXCEPTIONS: u64 = 256;
-
-/// A kept value, and for an exception the message the core read from it.
-type Kept = (JsValue, Option<String>);
-
-thread_local! {
-    static FOREIGN: RefCell<(u64, HashMap<u64, Kept>)> = RefCell::new((0, HashMap::new()));
+/// A JS value an error carries as its cause.
+struct Kept {
+    value: JsValue,
+    /// For an exception, the message the core read from it: while the
+    /// error still says exactly that, the exception itself is the error.
+    said: Option<String>,
 }
 
 /// Wraps a JS exception as a core error with `code`, remembering the value.
@@ -40,29 +34,17 @@ pub(crate) fn foreign(thrown: JsValue, default_code: ErrorCode) -> Error {
     let message = text("message")
         .or_else(|| thrown.as_string())
         .unwrap_or_else(|| "a JS exception".into());
-    let handle = store(thrown, Some(message.clone()));
-    Error::new(code, message).with_detail(Detail::Foreign(handle))
+    let cause = HostCause::new(Kept {
+        value: thrown,
+        said: Some(message.clone()),
+    });
+    Error::new(code, message).with_detail(Detail::Cause(cause))
 }
 
-/// Keeps a JS value (an abort reason, what a getter threw) for an error to
-/// carry back out as its `cause`; returns its handle.
-pub(crate) fn keep(value: JsValue) -> u64 {
-    store(value, None)
-}
-
-fn store(value: JsValue, said: Option<String>) -> u64 {
-    FOREIGN.with(|f| {
-        let mut f = f.borrow_mut();
-        f.0 += 1;
-        let handle = f.0;
-        f.1.insert(handle, (value, said));
-        f.1.remove(&handle.wrapping_sub(KEPT_EXCEPTIONS));
-        handle
-    })
-}
-
-fn kept(handle: u64) -> Option<Kept> {
-    FOREIGN.with(|f| f.borrow().1.get(&handle).cloned())
+/// Wraps a JS value (an abort reason, what a getter threw) for an error to
+/// carry back out as its `cause`.
+pub(crate) fn keep(value: JsValue) -> HostCause {
+    HostCause::new(Kept { value, said: None })
 }
 
 fn set(target: &JsValue, key: &str, value: JsValue) {
@@ -72,22 +54,26 @@ fn set(target: &JsValue, key: &str, value: JsValue) {
 
 impl From<Error> for JsValue {
     fn from(e: Error) -> JsValue {
-        let mut cause = None;
-        if let Some(Detail::Foreign(handle)) = e.detail {
-            if let Some((original, said)) = kept(handle) {
-                if said.as_deref() == Some(e.message.as_str()) {
-                    return original;
-                }
-                cause = Some(original);
-            }
-        }
-        // `new Error(message, { cause })` for a kept cause.
-        let options = js_sys::Object::new();
-        if let Some(cause) = match e.detail {
-            Some(Detail::Cause(handle)) => kept(handle).map(|(value, _)| value),
+        let kept = match &e.detail {
+            Some(Detail::Cause(cause)) => cause.get::<Kept>(),
             _ => None,
-        } {
-            set(&options, "cause", cause);
+        };
+        let mut cause = None;
+        // `new Error(message, { cause })` for a kept value; a wrapped
+        // exception is set on the error afterwards.
+        let options = js_sys::Object::new();
+        match kept {
+            Some(Kept {
+                value,
+                said: Some(said),
+            }) => {
+                if *said == e.message {
+                    return value.clone();
+                }
+                cause = Some(value.clone());
+            }
+            Some(Kept { value, said: None }) => set(&options, "cause", value.clone()),
+            None => {}
         }
         let js = js_sys::Error::new_with_options(&e.message, &options);
         js.set_name("PacelineError");
@@ -113,10 +99,7 @@ impl From<Error> for JsValue {
                     JsValue::from_f64(until_ms as f64),
                 );
             }
-            Some(Detail::Status(status)) => {
-                set(&target, "status", JsValue::from_f64(f64::from(status)));
-            }
-            Some(Detail::Cause(_) | Detail::Foreign(_)) | None => {}
+            Some(Detail::Cause(_)) | None => {}
         }
         target
     }

@@ -1,6 +1,7 @@
-//! `createGovernor` and the `Governor` class: the seeds' governor surface
-//! over the core's, with JS callbacks for pacing and rate-scope resolution
-//! and `callTool` over any provider call that returns a `Response`.
+//! `createGovernor` and the `Governor` class: the names and shapes play
+//! runners already call, over the core's governor, with JS callbacks for
+//! pacing and rate-scope resolution and `callTool` over any provider call
+//! that returns a `Response`.
 
 use std::rc::Rc;
 
@@ -14,14 +15,15 @@ use super::pacer::header_of;
 use super::reader::{message as from_js, settle, string, ObjectArg};
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
-use crate::client::{LocalBoxFuture, Runtime};
 use crate::error::{Error, ErrorCode, Result};
 use crate::governor::{
-    Adapter, BudgetKind, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
+    Adapter, CallError, CallOptions, GovernanceSnapshot, Governor, GovernorConfig,
     PacingDeclaration, PacingTable, PolicyOverrides, ProviderResponse, QuotaHeaders, RateScope,
     RunScope, ToolLatencies, ToolLease,
 };
 use crate::protocol::limits::{MAX_ID_BYTES, MAX_TOKEN_BYTES};
+use crate::protocol::BudgetKind;
+use crate::rt::{LocalBoxFuture, Runtime};
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_GOVERNOR: &'static str = r#"
@@ -246,7 +248,7 @@ impl JsToolLease {
 /// A map-row slot; `release()` when the row is done (idempotent).
 #[wasm_bindgen(js_name = WorkLease)]
 pub struct JsWorkLease {
-    slot: crate::governor::SlotPermit,
+    slot: crate::rt::SlotPermit,
 }
 
 #[wasm_bindgen(js_class = WorkLease)]
@@ -272,18 +274,11 @@ fn tool_arg(tool_id: &JsValue) -> Result<String> {
 }
 
 fn budget_kind(kind: &str) -> Result<BudgetKind> {
-    Ok(match kind {
-        "playCall" => BudgetKind::PlayCall,
-        "toolCall" => BudgetKind::ToolCall,
-        "retry" => BudgetKind::Retry,
-        "descendant" => BudgetKind::Descendant,
-        "waterfallStep" => BudgetKind::WaterfallStep,
-        other => {
-            return Err(Error::invalid(format!(
+    BudgetKind::from_key(kind).ok_or_else(|| {
+        Error::invalid(format!(
             "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {}",
-            crate::protocol::encode(&other)
-        )))
-        }
+            crate::protocol::encode(&kind)
+        ))
     })
 }
 

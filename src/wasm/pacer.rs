@@ -12,10 +12,11 @@ use super::registry::Registration;
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use js_sys::{Function, Reflect};
 
-use crate::client::{GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest, Runtime};
+use crate::client::{GatewayPort, GatewayRateState, PacerOptions, Permit, PermitRequest};
 use crate::error::{Error, Result};
 use crate::governor::QuotaHeaders;
 use crate::protocol::{limits, PenalizeRequest, PermitTarget};
+use crate::rt::Runtime;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_PACER: &'static str = r#"

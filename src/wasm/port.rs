@@ -12,12 +12,13 @@ use std::rc::Rc;
 use super::error::{foreign, keep};
 use super::js::{promise, rejected, to_js};
 use super::reader::{message, settle};
-use crate::client::{GatewayPort, GatewayReply, GatewayTransport, LocalBoxFuture};
+use crate::client::{GatewayPort, GatewayReply, GatewayTransport};
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::protocol::{
     self, limits, AcquireRequest, ChargeRequest, Endpoint, ObserveRequest, PenalizeRequest,
     ReleaseRequest, BUCKET_VIEW_PREFIX, ROUTES,
 };
+use crate::rt::LocalBoxFuture;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_WIRE: &'static str = r#"
@@ -80,11 +81,12 @@ impl JsPort {
                 .ok()
                 .and_then(|c| c.as_string())
                 .is_some_and(|c| ErrorCode::parse(&c).is_some());
-            let mut e = foreign(thrown, ErrorCode::GatewayUnavailable);
-            if let (false, Some(Detail::Foreign(handle))) = (coded, &e.detail) {
-                e.detail = Some(Detail::Cause(*handle));
+            let e = foreign(thrown.clone(), ErrorCode::GatewayUnavailable);
+            if coded {
+                e
+            } else {
+                Error::unavailable(e.message).with_detail(Detail::Cause(keep(thrown)))
             }
-            e
         };
         let returned = self
             .post

@@ -12,8 +12,8 @@ use wasm_bindgen::prelude::*;
 
 use super::clock::JsClock;
 use super::error::keep;
-use crate::client::{AbortSignal, LocalBoxFuture, Runtime};
 use crate::error::Error;
+use crate::rt::{AbortSignal, LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
 
 #[wasm_bindgen]

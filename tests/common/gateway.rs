@@ -18,6 +18,8 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         book_next_turn: false,
         released_lease_ids: Vec::new(),
         quota: None,
+        slots_wanted: None,
+        held_lease_ids: Vec::new(),
     }
 }
 

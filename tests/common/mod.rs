@@ -4,6 +4,7 @@
 
 pub mod gateway;
 pub mod port;
+pub mod rig;
 
 use paceline::protocol::{
     decode, encode, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, ErrorBody,
@@ -42,7 +43,7 @@ pub fn same_json(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Every fixture, in the seeds' shapes, with the message type it holds.
+/// Every fixture, in the shapes clients send, with the message type it holds.
 pub const FIXTURES: &[(&str, &str, RoundTrip)] = &[
     (
         "acquire-request",

@@ -14,7 +14,7 @@ pub fn spawn<T: 'static>(
     rt: &SimRuntime,
     work: impl std::future::Future<Output = T> + 'static,
 ) -> Rc<RefCell<Option<T>>> {
-    use paceline::client::Runtime;
+    use paceline::rt::Runtime;
     let out = Rc::new(RefCell::new(None));
     let slot = out.clone();
     rt.spawn(Box::pin(async move {

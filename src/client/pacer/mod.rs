@@ -13,6 +13,7 @@ mod block;
 mod clock;
 mod demand;
 mod giveback;
+mod pool;
 mod quota;
 mod refill;
 mod surplus;
@@ -23,15 +24,17 @@ use std::rc::{Rc, Weak};
 
 use super::permit::Permit;
 use super::port::{GatewayPort, InProcessGateway};
-use super::runtime::{abortable, AbortSignal, Runtime};
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{limits, rules_signature, PacingRule, PenalizeRequest, ReleaseRequest};
+use crate::rt::{abortable, AbortSignal, Runtime};
 use crate::time::Millis;
 use block::{leases_and_times, Block, Slot};
 use clock::ClockSync;
 use demand::DrawRate;
 use giveback::PendingBatch;
+use pool::LeasePool;
+pub use pool::IDLE_KEEP_MS;
 use quota::QuotaState;
 pub use quota::{QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS};
 use refill::{Refill, Target};
@@ -101,6 +104,8 @@ struct BucketState {
     effective_rps: Option<f64>,
     pending_successes: u64,
     quota: QuotaState,
+    /// Kept leases, once the gateway streams this bucket's slots.
+    pool: Option<LeasePool>,
 }
 
 impl BucketState {
@@ -113,6 +118,7 @@ impl BucketState {
             && self.refill.is_idle()
             && !self.watching
             && self.quota.is_idle()
+            && self.pool.as_ref().is_none_or(|p| p.coming() == 0)
     }
 }
 
@@ -136,6 +142,8 @@ struct Inner {
     /// time starts from it (its gateway is the same port), so its first
     /// permit needs no guessed lead.
     clock_seed: RefCell<ClockSync>,
+    /// The target of the last acquire (see [`GatewayRateState::target`]).
+    last_target: RefCell<Option<Rc<Target>>>,
 }
 
 /// Client side of the rate contract against a shared gateway.
@@ -158,6 +166,7 @@ impl GatewayRateState {
                 observe_refused: Cell::new(false),
                 riders_welcome: Cell::new(false),
                 clock_seed: RefCell::new(ClockSync::default()),
+                last_target: RefCell::new(None),
             }),
         }
     }
@@ -172,7 +181,15 @@ impl GatewayRateState {
         };
         let core = GatewayCore::new(config, seed).expect("the local config is valid");
         let port: Rc<dyn GatewayPort> = Rc::new(InProcessGateway::new(core, clock));
-        Self::new(port, rt, options)
+        let state = Self::new(port, rt, options);
+        // The scheduler shares this clock and answers at once: no lead.
+        let now = state.inner.rt.now_ms();
+        state
+            .inner
+            .clock_seed
+            .borrow_mut()
+            .sample(Some(now), now, now);
+        state
     }
 
     /// Waits for a permit of `req.bucket_id` and until its dispatch time.
@@ -183,22 +200,25 @@ impl GatewayRateState {
         if req.rules.is_empty() {
             return Ok(Permit::unpaced());
         }
-        let target = Target {
-            bucket_id: req.bucket_id.to_owned(),
-            token: req
-                .rate_scope_token
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned),
-            rules: req.rules.to_vec(),
-            rules_key: rules_signature(req.rules),
-        };
+        let target = self.target(&req);
         loop {
             if let Some(signal) = req.signal {
                 signal.check(|| permit_wait(req.bucket_id))?;
             }
             if let Some(e) = self.inner.release_failure.borrow_mut().take() {
                 return Err(e);
+            }
+            if self.pooled(&target) {
+                if let Some(lease) = self.take_kept(&target.bucket_id, req.signal).await {
+                    return Ok(self.kept_permit(&target.bucket_id, lease?.id));
+                }
+                self.renew_ahead(&target);
+                if self.handoff_expected(&target.bucket_id) {
+                    self.await_handoff(&target.bucket_id, req.signal).await?;
+                } else {
+                    self.await_refill(&target, req.signal).await?;
+                }
+                continue;
             }
             if let Some((due, deadline, permit)) = self.draw(&target) {
                 let wait = due.saturating_sub(self.inner.rt.now_ms());
@@ -217,6 +237,36 @@ impl GatewayRateState {
                 continue;
             }
             self.await_refill(&target, req.signal).await?;
+        }
+    }
+
+    /// The refill target a request names. Callers of one bucket ask with
+    /// the same rules again and again, so the last target is kept rather
+    /// than its rules' signature written anew for every permit.
+    fn target(&self, req: &PermitRequest<'_>) -> Rc<Target> {
+        let token = req
+            .rate_scope_token
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        let mut last = self.inner.last_target.borrow_mut();
+        match &*last {
+            Some(t)
+                if t.bucket_id == req.bucket_id
+                    && t.token.as_deref() == token
+                    && t.rules == req.rules =>
+            {
+                t.clone()
+            }
+            _ => {
+                let target = Rc::new(Target {
+                    bucket_id: req.bucket_id.to_owned(),
+                    token: token.map(str::to_owned),
+                    rules: req.rules.to_vec(),
+                    rules_key: rules_signature(req.rules),
+                });
+                *last = Some(target.clone());
+                target
+            }
         }
     }
 
@@ -275,6 +325,38 @@ impl GatewayRateState {
             None => Permit::new(None, None),
         };
         Some((drawn.due, drawn.deadline, permit))
+    }
+
+    /// Whether the target's bucket keeps its leases in a pool. A pool
+    /// granted under other rules or another token is handed back first.
+    fn pooled(&self, target: &Target) -> bool {
+        let stale = self.state(&target.bucket_id, |s| match &s.pool {
+            None => Err(false),
+            Some(p) if p.rules == target.rules && p.token == target.token => Err(true),
+            Some(_) => Ok(s.pool.take().expect("checked")),
+        });
+        match stale {
+            Err(pooled) => pooled,
+            Ok(pool) => {
+                let ids = pool.idle.into_iter().map(|l| l.id).collect();
+                self.queue(&target.bucket_id, pool.token, &pool.rules, ids, Vec::new());
+                false
+            }
+        }
+    }
+
+    /// A permit on a kept lease: its end hands the lease on or back.
+    fn kept_permit(&self, bucket_id: &str, lease_id: String) -> Permit {
+        let weak: Weak<Inner> = Rc::downgrade(&self.inner);
+        let bucket_id = bucket_id.to_owned();
+        let id = lease_id.clone();
+        Permit::new(
+            Some(lease_id),
+            Some(Box::new(move || match weak.upgrade() {
+                Some(inner) => GatewayRateState { inner }.end_call(&bucket_id, &id),
+                None => Box::pin(std::future::ready(())),
+            })),
+        )
     }
 
     /// A permit whose drop or `release()` hands its lease to the batch.
@@ -339,6 +421,14 @@ impl GatewayRateState {
         let dropped = self.state(bucket_id, |s| {
             let previous = s.effective_rps;
             s.effective_rps = cut_to.or(previous);
+            if let Some(pool) = &mut s.pool {
+                let local = if until == Millis::MAX {
+                    Millis::MAX
+                } else {
+                    s.clock.to_local(until)
+                };
+                pool.cooldown_until = pool.cooldown_until.max(local);
+            }
             let block = s.block.as_mut()?;
             let inside_cooldown = block
                 .slots
@@ -413,21 +503,37 @@ impl Drop for Inner {
     /// to the gateway's count.
     fn drop(&mut self) {
         let now = self.rt.now_ms();
+        let mut requests = Vec::new();
         for (bucket_id, state) in self.buckets.get_mut().drain() {
+            if let Some(pool) = state.pool.filter(|p| !p.idle.is_empty()) {
+                // Kept leases go back at once: a call started on one less
+                // than its spacing ago only lets the gateway's next holder
+                // start a little early on that slot, once.
+                requests.push(ReleaseRequest {
+                    bucket_id: bucket_id.clone(),
+                    rate_scope_token: pool.token,
+                    rules: pool.rules,
+                    lease_ids: pool.idle.into_iter().map(|l| l.id).collect(),
+                    scheduler_schema: self.options.scheduler_schema.clone(),
+                    returned_at_ms: Vec::new(),
+                });
+            }
             let Some(block) = state.block else { continue };
             let (lease_ids, returned_at_ms) =
                 leases_and_times(block.slots, state.clock.to_gateway(now));
             if lease_ids.is_empty() && returned_at_ms.is_empty() {
                 continue;
             }
-            let request = ReleaseRequest {
+            requests.push(ReleaseRequest {
                 bucket_id,
                 rate_scope_token: block.token,
                 rules: block.rules,
                 lease_ids,
                 scheduler_schema: self.options.scheduler_schema.clone(),
                 returned_at_ms,
-            };
+            });
+        }
+        for request in requests {
             let port = self.port.clone();
             self.rt.spawn(Box::pin(async move {
                 // Nobody is left to hear of a failure: the leases then come

@@ -6,11 +6,12 @@ use std::future::Future;
 
 use super::block::{Block, Slot, LEGACY_TOLERANCE_MS};
 use super::demand::{block_size, horizon_budget, Demand};
+use super::pool::{KeptLease, LeasePool, RENEW_EVERY_MS};
 use super::{GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
 use crate::client::retry::with_retries;
-use crate::client::runtime::{abortable, AbortSignal, Event};
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::protocol::{has_concurrency, AcquireRequest, AcquireResponse, PacingRule};
+use crate::rt::{abortable, AbortSignal, Event};
 use crate::time::Millis;
 
 #[derive(Default)]
@@ -52,6 +53,15 @@ impl Refill {
     pub fn is_idle(&self) -> bool {
         !self.running && self.error.is_none()
     }
+
+    /// Marks a refill running from `now`; returns its generation.
+    fn begin(&mut self, now: Millis) -> u64 {
+        self.running = true;
+        self.started_at = now;
+        self.generation += 1;
+        self.deadline = now.max(self.not_before) + REFILL_TIMEOUT_MS;
+        self.generation
+    }
 }
 
 /// What one refill asks for: the gateway bucket and the rules it is for.
@@ -82,17 +92,10 @@ impl GatewayRateState {
             if r.running {
                 return (r.generation, None);
             }
-            r.running = true;
-            r.started_at = now;
-            r.generation += 1;
-            r.deadline = now.max(r.not_before) + REFILL_TIMEOUT_MS;
-            (r.generation, Some(r.landed_event.listen()))
+            (r.begin(now), Some(r.landed_event.listen()))
         });
         if started.is_some() {
-            let (this, target) = (self.clone(), target.clone());
-            self.inner.rt.spawn(Box::pin(async move {
-                this.refill(generation, target).await;
-            }));
+            self.spawn_refill(generation, target);
         }
         let mut landing = started;
         let rt = &self.inner.rt;
@@ -108,7 +111,11 @@ impl GatewayRateState {
                     }
                     (r.landed >= generation, r.not_before, lost)
                 });
-                if landed || lost {
+                // A call here handed on its lease meanwhile.
+                let handed_on = self
+                    .pool(bucket_id, |p| p.idle.iter().any(|l| l.start_by >= now))
+                    .unwrap_or(false);
+                if landed || lost || handed_on {
                     return Ok(());
                 }
                 let poll = rt.sleep(not_before.saturating_sub(now).max(REFILL_POLL_MS));
@@ -129,6 +136,10 @@ impl GatewayRateState {
             }
         })
         .await;
+        if waited.is_err() {
+            let waiters = self.state(bucket_id, |s| s.waiters - 1);
+            self.spare(bucket_id, waiters);
+        }
         self.state(bucket_id, |state| {
             state.waiters -= 1;
             waited?;
@@ -137,6 +148,26 @@ impl GatewayRateState {
                 _ => Ok(()),
             }
         })
+    }
+
+    /// Renews the bucket's kept leases in the background when one would
+    /// lapse soon and no refill would carry them.
+    pub(super) fn renew_ahead(&self, target: &Target) {
+        let now = self.inner.rt.now_ms();
+        let generation = self.state(&target.bucket_id, |s| {
+            let due = s.pool.as_ref().is_some_and(|p| p.renewal_due(now));
+            (due && !s.refill.running && s.refill.not_before <= now).then(|| s.refill.begin(now))
+        });
+        if let Some(generation) = generation {
+            self.spawn_refill(generation, target);
+        }
+    }
+
+    fn spawn_refill(&self, generation: u64, target: &Target) {
+        let (this, target) = (self.clone(), target.clone());
+        self.inner.rt.spawn(Box::pin(async move {
+            this.refill(generation, target).await;
+        }));
     }
 
     /// Runs in the background so an aborted caller never strands a grant in
@@ -172,7 +203,8 @@ impl GatewayRateState {
         }
         let sent = self.inner.rt.now_ms();
         let horizon_ms = self.inner.options.block_horizon_ms;
-        let (requested, observed_successes, lead, book_next_turn, quota) =
+        let concurrency = has_concurrency(&target.rules);
+        let (requested, observed_successes, lead, book_next_turn, quota, slots) =
             self.state(bucket_id, |s| {
                 if let Some(at) = s.refill.exhausted_at.take() {
                     s.refill.draining |=
@@ -194,14 +226,29 @@ impl GatewayRateState {
                 // A first request's size is a guess; only a guess that turned
                 // out queued behind the fleet is worth a turn.
                 let guessing = first_burst && !s.refill.answered;
+                // Slots to keep: new ones for the callers no kept lease
+                // serves, and renewal of those held.
+                let slots = concurrency.then(|| match &mut s.pool {
+                    Some(pool) => {
+                        pool.renewing = pool.held();
+                        let wanted = s.waiters.saturating_sub(pool.idle.len() as u64);
+                        (wanted, pool.renewing.clone())
+                    }
+                    None => (s.waiters, Vec::new()),
+                });
                 (
                     requested,
                     s.pending_successes,
                     s.clock.lead_ms(),
-                    whole_horizon && !guessing && !has_concurrency(&target.rules),
+                    whole_horizon && !guessing && !concurrency,
                     s.quota.pending.take(),
+                    slots,
                 )
             });
+        let (slots_wanted, held_lease_ids) = match slots {
+            Some((wanted, held)) => (Some(wanted), held),
+            None => (None, Vec::new()),
+        };
         // A lease released a moment ago rides on this acquire instead of a
         // release of its own.
         let riders = self.take_riders(bucket_id, &target.rules_key);
@@ -217,6 +264,8 @@ impl GatewayRateState {
             book_next_turn,
             quota,
             released_lease_ids: riders.leases.iter().map(|(_, id)| id.clone()).collect(),
+            slots_wanted,
+            held_lease_ids,
         };
         // The round trip is timed on the attempt that answered, not across
         // the pauses between retries.
@@ -255,6 +304,9 @@ impl GatewayRateState {
     ) -> Result<()> {
         let bucket_id = target.bucket_id.as_str();
         let slots = validate_grant(bucket_id, &target.rules, &response)?;
+        if let Some(spacing) = response.lease_spacing_ms {
+            self.land_kept(target, &response, spacing, &slots, sent, received);
+        }
         let max_wait = self.inner.options.max_wait_ms;
         let mut buckets = self.inner.buckets.borrow_mut();
         let state = buckets
@@ -311,6 +363,10 @@ impl GatewayRateState {
             }
             return Ok(());
         }
+        if response.lease_spacing_ms.is_some() {
+            // The leases went to the pool; their times are first starts.
+            return Ok(());
+        }
         let tolerance_ms = response
             .dispatch_tolerance_ms
             .unwrap_or(LEGACY_TOLERANCE_MS);
@@ -345,6 +401,56 @@ impl GatewayRateState {
             }
         }
         Ok(())
+    }
+}
+
+impl GatewayRateState {
+    /// Takes a streamed grant into the bucket's pool: renewals, new leases
+    /// with their first starts, what the gateway said of others waiting
+    /// and of a cooldown. Leases not renewed go back.
+    fn land_kept(
+        &self,
+        target: &Target,
+        response: &AcquireResponse,
+        spacing: Millis,
+        slots: &VecDeque<Slot>,
+        sent: Millis,
+        received: Millis,
+    ) {
+        let ttl = response.lease_ttl_ms.unwrap_or(RENEW_EVERY_MS * 2);
+        let start_by = sent.saturating_add((ttl / 2).min(RENEW_EVERY_MS));
+        let kept = response.kept_lease_ids.clone().unwrap_or_default();
+        let back = self.state(&target.bucket_id, |s| {
+            let clock = s.clock.clone();
+            let pool = s.pool.get_or_insert_with(|| {
+                LeasePool::new(spacing, target.token.clone(), target.rules.clone())
+            });
+            pool.spacing_ms = spacing;
+            pool.others_wait = response.slot_waiters;
+            if let Some(until) = response.cooldown_until_ms {
+                pool.cooldown_until = pool.cooldown_until.max(clock.to_local(until));
+            }
+            let asked = std::mem::take(&mut pool.renewing);
+            let back = pool.renewed(&asked, &kept, start_by);
+            for slot in slots {
+                if let Some(id) = &slot.lease {
+                    pool.idle.push(KeptLease {
+                        id: id.clone(),
+                        next_at: slot.at.map_or(received, |at| clock.to_local(at)),
+                        last_start: None,
+                        start_by,
+                        granted_at: received,
+                        idle_since: received,
+                    });
+                }
+            }
+            back
+        });
+        if !back.is_empty() {
+            let settle = self.give_back_kept(&target.bucket_id, back);
+            self.inner.rt.spawn(settle);
+        }
+        self.watch_pool(&target.bucket_id);
     }
 }
 

@@ -1,10 +1,24 @@
-//! Reads fields out of a decoded JSON object and turns every way a field can
-//! be wrong into an `INVALID_INPUT` error that names the field (with its path
-//! inside arrays) and shows what was sent.
+//! Reads values out of JSON and turns every way a field can be wrong into an
+//! `INVALID_INPUT` error that names the field (with its path inside arrays)
+//! and shows what was sent. Wire messages, the governor's options and its
+//! snapshots all read through it.
 
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+
+/// A value read from JSON with validation: one that comes back is in range,
+/// and every bad field was reported by name.
+pub trait Decode: Sized {
+    fn from_value(value: &Value) -> Result<Self>;
+}
+
+/// Parses `text` as JSON and decodes a `T` from it.
+pub fn decode_text<T: Decode>(text: &[u8]) -> Result<T> {
+    let value: Value = serde_json::from_slice(text)
+        .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
+    T::from_value(&value)
+}
 
 /// How much of an offending value an error message quotes.
 const QUOTE_LIMIT: usize = 48;

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use crate::error::{Detail, Error, ErrorCode};
+use crate::error::{Detail, Error, ErrorCode, HostCause};
 use crate::time::{Clock, Millis};
 
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
@@ -33,7 +33,7 @@ impl<R: Runtime + ?Sized> Runtime for Rc<R> {
 #[derive(Default)]
 struct AbortState {
     aborted: bool,
-    reason: Option<u64>,
+    reason: Option<HostCause>,
     wakers: Vec<Waker>,
 }
 
@@ -53,14 +53,13 @@ impl AbortSignal {
         self.abort_with(None);
     }
 
-    /// Aborts with the host's reason: a value the bindings keep under this
-    /// handle and hand back as the `cause` of every `ABORTED` error, so a
-    /// caller learns why its own signal fired.
-    pub fn abort_because(&self, reason: u64) {
+    /// Aborts with the host's reason, handed back as the cause of every
+    /// `ABORTED` error, so a caller learns why its own signal fired.
+    pub fn abort_because(&self, reason: HostCause) {
         self.abort_with(Some(reason));
     }
 
-    fn abort_with(&self, reason: Option<u64>) {
+    fn abort_with(&self, reason: Option<HostCause>) {
         let wakers = {
             let mut s = self.state.borrow_mut();
             if s.aborted {
@@ -93,8 +92,8 @@ impl AbortSignal {
             ErrorCode::Aborted,
             format!("the wait for {waiting_for} was aborted"),
         );
-        match self.state.borrow().reason {
-            Some(reason) => e.with_detail(Detail::Cause(reason)),
+        match &self.state.borrow().reason {
+            Some(reason) => e.with_detail(Detail::Cause(reason.clone())),
             None => e,
         }
     }
@@ -149,59 +148,17 @@ pub async fn abortable<T>(
     .await
 }
 
-#[derive(Default)]
-struct EventState {
-    generation: u64,
-    wakers: Vec<Waker>,
-}
-
-/// Wakes everyone waiting when something they wait for has happened (a
-/// refill landed, a slot was freed). Waiters re-check their condition.
-#[derive(Clone, Default)]
-pub(crate) struct Event {
-    state: Rc<RefCell<EventState>>,
-}
-
-impl Event {
-    pub fn notify(&self) {
-        let wakers = {
-            let mut s = self.state.borrow_mut();
-            s.generation += 1;
-            std::mem::take(&mut s.wakers)
-        };
-        wakers.into_iter().for_each(Waker::wake);
-    }
-
-    /// Resolves at the next `notify` after this call.
-    pub fn listen(&self) -> Listen {
-        Listen {
-            event: self.clone(),
-            seen: self.state.borrow().generation,
-        }
-    }
-}
-
-pub(crate) struct Listen {
-    event: Event,
-    seen: u64,
-}
-
-impl Future for Listen {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.event.state.borrow_mut();
-        if s.generation != self.seen {
-            Poll::Ready(())
-        } else {
-            s.wakers.push(cx.waker().clone());
-            Poll::Pending
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host value an error's cause carries, if it is a number.
+    fn cause_of(e: &Error) -> Option<u32> {
+        match &e.detail {
+            Some(Detail::Cause(cause)) => cause.get::<u32>().copied(),
+            _ => None,
+        }
+    }
 
     fn poll_once<T>(f: impl Future<Output = T>) -> Poll<T> {
         let mut f = std::pin::pin!(f);
@@ -220,7 +177,7 @@ mod tests {
         let mut wait = std::pin::pin!(wait);
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert!(wait.as_mut().poll(&mut cx).is_pending());
-        signal.abort_because(7);
+        signal.abort_because(HostCause::new(7u32));
         let Poll::Ready(Err(e)) = wait.as_mut().poll(&mut cx) else {
             panic!("the wait did not end with the abort");
         };
@@ -229,14 +186,14 @@ mod tests {
             e.message,
             "the wait for a permit of bucket org:p was aborted"
         );
-        assert_eq!(e.detail, Some(Detail::Cause(7)));
+        assert_eq!(cause_of(&e), Some(7));
     }
 
     #[test]
     fn a_signal_aborted_before_the_wait_refuses_it_and_a_second_abort_keeps_the_first_reason() {
         let signal = AbortSignal::new();
-        signal.abort_because(1);
-        signal.abort_because(2);
+        signal.abort_because(HostCause::new(1u32));
+        signal.abort_because(HostCause::new(2u32));
         signal.abort();
         let Poll::Ready(Err(e)) = poll_once(abortable(
             Some(&signal),
@@ -246,10 +203,10 @@ mod tests {
             panic!("an aborted signal let the work run");
         };
         assert_eq!(e.message, "the wait for a tool slot was aborted");
-        assert_eq!(e.detail, Some(Detail::Cause(1)));
+        assert_eq!(cause_of(&e), Some(1));
         assert_eq!(
-            signal.check(|| "x".to_owned()).unwrap_err().detail,
-            Some(Detail::Cause(1))
+            cause_of(&signal.check(|| "x".to_owned()).unwrap_err()),
+            Some(1)
         );
     }
 }

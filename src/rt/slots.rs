@@ -2,6 +2,14 @@
 //! freed slot passes straight to the longest waiter (so a newcomer can never
 //! overtake it), and a waiter that gives up leaves the queue without taking
 //! a slot with it, even if one was handed to it a moment before.
+//!
+//! A waiter learns that a slot was handed to it in one of two ways. Slots
+//! used within one request wake it from the release. Slots shared by the
+//! requests of a workerd isolate must not: workerd runs a continuation in
+//! the I/O context of whatever woke it, so a waiter woken by another
+//! request's release would send its own I/O on behalf of a request that
+//! may already have answered, and hang. Such a waiter looks for its slot on
+//! its own timer instead.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -11,12 +19,15 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use crate::client::{abortable, AbortSignal};
+use super::{abortable, AbortSignal, LocalBoxFuture, Runtime};
 use crate::error::Result;
+use crate::time::Millis;
 
 #[derive(Default)]
 struct Waiter {
     granted: Cell<bool>,
+    /// Woken when a slot is handed over; `None` for a waiter on its own
+    /// timer.
     waker: RefCell<Option<Waker>>,
 }
 
@@ -69,14 +80,41 @@ impl Slots {
         }
     }
 
-    /// Waits for a slot, behind everyone who asked earlier. An abort leaves
-    /// the queue and returns `ABORTED`; a slot granted in the same instant
-    /// goes on to the next waiter.
+    /// Waits for a slot, behind everyone who asked earlier, woken by the
+    /// release that hands it over. An abort leaves the queue and returns
+    /// `ABORTED`; a slot granted in the same instant goes on to the next
+    /// waiter.
     pub async fn acquire(&self, signal: Option<&AbortSignal>) -> Result<SlotPermit> {
+        self.acquire_with(Turn::Woken, signal).await
+    }
+
+    /// As [`Slots::acquire`], but the waiter looks for its slot every
+    /// `every_ms` on `rt`'s timer and no release wakes it: for slots shared
+    /// by requests.
+    pub async fn acquire_on_own_timer(
+        &self,
+        rt: &dyn Runtime,
+        every_ms: Millis,
+        signal: Option<&AbortSignal>,
+    ) -> Result<SlotPermit> {
+        let turn = Turn::OwnTimer {
+            rt,
+            every_ms,
+            sleep: None,
+        };
+        self.acquire_with(turn, signal).await
+    }
+
+    async fn acquire_with(
+        &self,
+        turn: Turn<'_>,
+        signal: Option<&AbortSignal>,
+    ) -> Result<SlotPermit> {
         abortable(signal, || self.pool.kind.to_owned(), async {
             Ok(Acquire {
                 pool: &self.pool,
                 waiter: None,
+                turn,
             }
             .await)
         })
@@ -106,33 +144,72 @@ impl fmt::Debug for Slots {
     }
 }
 
+/// How a queued waiter learns that a slot was handed to it.
+enum Turn<'a> {
+    /// The release wakes it.
+    Woken,
+    /// It looks every `every_ms` on its own timer.
+    OwnTimer {
+        rt: &'a dyn Runtime,
+        every_ms: Millis,
+        sleep: Option<LocalBoxFuture<'static, ()>>,
+    },
+}
+
+impl Turn<'_> {
+    /// Arranges to be polled again: by the release, or by the next tick of
+    /// the waiter's own timer.
+    fn wait(&mut self, waiter: &Waiter, cx: &mut Context<'_>) {
+        match self {
+            Turn::Woken => *waiter.waker.borrow_mut() = Some(cx.waker().clone()),
+            Turn::OwnTimer {
+                rt,
+                every_ms,
+                sleep,
+            } => loop {
+                let tick = sleep.get_or_insert_with(|| rt.sleep(*every_ms));
+                if tick.as_mut().poll(cx).is_pending() {
+                    return;
+                }
+                *sleep = None;
+                if waiter.granted.get() {
+                    cx.waker().wake_by_ref();
+                    return;
+                }
+            },
+        }
+    }
+}
+
 struct Acquire<'a> {
     pool: &'a Rc<Pool>,
     /// Set once queued; taken when the slot is handed to the caller.
     waiter: Option<Rc<Waiter>>,
+    turn: Turn<'a>,
 }
 
 impl Future for Acquire<'_> {
     type Output = SlotPermit;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SlotPermit> {
-        let pool = self.pool.clone();
-        match &self.waiter {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<SlotPermit> {
+        let this = self.get_mut();
+        let pool = this.pool.clone();
+        match &this.waiter {
             None if pool.free.get() > 0 => {
                 pool.free.set(pool.free.get() - 1);
                 return Poll::Ready(SlotPermit { pool: Some(pool) });
             }
             None => {
                 let waiter = Rc::new(Waiter::default());
-                *waiter.waker.borrow_mut() = Some(cx.waker().clone());
                 pool.queue.borrow_mut().push_back(waiter.clone());
-                self.waiter = Some(waiter);
+                this.turn.wait(&waiter, cx);
+                this.waiter = Some(waiter);
             }
             Some(waiter) if waiter.granted.get() => {
-                self.waiter = None;
+                this.waiter = None;
                 return Poll::Ready(SlotPermit { pool: Some(pool) });
             }
-            Some(waiter) => *waiter.waker.borrow_mut() = Some(cx.waker().clone()),
+            Some(waiter) => this.turn.wait(waiter, cx),
         }
         Poll::Pending
     }
@@ -188,3 +265,7 @@ impl fmt::Debug for SlotPermit {
             .finish()
     }
 }
+
+#[cfg(test)]
+#[path = "slots_tests.rs"]
+mod tests;

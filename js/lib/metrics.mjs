@@ -1,5 +1,30 @@
-// Figures derived from the provider's arrival records and the workers'
-// samples.
+// Figures derived from what a provider saw (arrival times and records) and
+// from the callers' samples, for the demo, the benchmark and the workerd
+// tests.
+
+const ascending = (times) => Float64Array.from(times).sort();
+
+/** The most arrivals in any window of windowMs (a window holds t with start <= t < start + windowMs). */
+export function densestWindow(times, windowMs) {
+  const sorted = ascending(times);
+  let best = 0;
+  for (let start = 0, end = 0; end < sorted.length; end++) {
+    while (sorted[end] >= sorted[start] + windowMs) start++;
+    best = Math.max(best, end - start + 1);
+  }
+  return best;
+}
+
+/** How many arrivals open a window of windowMs that holds more than `limit` arrivals. */
+export function windowsOver(times, limit, windowMs) {
+  const sorted = ascending(times);
+  let over = 0;
+  for (let start = 0, end = 0; start < sorted.length; start++) {
+    while (end < sorted.length && sorted[end] < sorted[start] + windowMs) end++;
+    if (end - start > limit) over++;
+  }
+  return over;
+}
 
 /** Nearest-rank percentile of unsorted samples; NaN when there are none. */
 export function percentile(samples, p) {

@@ -1,0 +1,423 @@
+//! The isolate's kept leases, for a bucket whose gateway streams its
+//! concurrency slots (it answers with `leaseSpacingMs`). A call that ends
+//! hands its lease to a caller here waiting on the same bucket, so a busy
+//! isolate keeps its slots without a round trip per call. Calls started on
+//! one lease are at least the spacing apart, which is what keeps every
+//! rule's windows within their limits however the slots are held.
+//!
+//! A lease goes back to the gateway when nobody here wants it, when the
+//! gateway would not renew it (others have waited while its chain ran),
+//! when this isolate knows others wait and its chain has run its length,
+//! or when it is not renewed in time. It goes back no sooner than the
+//! spacing after its last call started: the gateway lets the next holder
+//! start a call on the slot as soon as the release arrives.
+
+use std::collections::HashMap;
+
+use super::{GatewayRateState, REFILL_POLL_MS};
+use crate::error::Result;
+use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
+use crate::rt::{abortable, AbortSignal, LocalBoxFuture};
+use crate::time::Millis;
+
+/// A kept lease is renewed this often (on an acquire that carries it), so
+/// a cooldown another isolate met reaches this one within about as long.
+pub const RENEW_EVERY_MS: Millis = 4_000;
+
+/// A lease whose call ended waits this long idle for a caller here (most
+/// callers come straight back for another call) before it goes back.
+pub const IDLE_KEEP_MS: Millis = 20;
+
+#[derive(Debug, Clone)]
+pub(super) struct KeptLease {
+    pub id: String,
+    /// The earliest local time the next call on it may start.
+    pub next_at: Millis,
+    /// When its last call started here, if one did: it goes back no
+    /// sooner than the spacing after.
+    pub last_start: Option<Millis>,
+    /// The last local time a call may start on it unless it is renewed.
+    pub start_by: Millis,
+    /// When this isolate was granted it.
+    pub granted_at: Millis,
+    /// When it last went idle.
+    pub idle_since: Millis,
+}
+
+pub(super) struct InCall {
+    pub lease: KeptLease,
+    pub since: Millis,
+    /// It may serve another call here after this one.
+    pub keep: bool,
+}
+
+pub(super) struct LeasePool {
+    pub spacing_ms: Millis,
+    pub idle: Vec<KeptLease>,
+    pub in_call: HashMap<String, InCall>,
+    /// The token and rules the leases were granted under.
+    pub token: Option<String>,
+    pub rules: Vec<PacingRule>,
+    /// The gateway said callers elsewhere wait for a slot.
+    pub others_wait: bool,
+    /// No call starts before this local time (a provider's cooldown).
+    pub cooldown_until: Millis,
+    /// The leases the refill in flight asked to keep.
+    pub renewing: Vec<String>,
+    /// A task watches idle leases for lapses.
+    pub watching: bool,
+}
+
+impl LeasePool {
+    pub fn new(spacing_ms: Millis, token: Option<String>, rules: Vec<PacingRule>) -> Self {
+        LeasePool {
+            spacing_ms,
+            idle: Vec::new(),
+            in_call: HashMap::new(),
+            token,
+            rules,
+            others_wait: false,
+            cooldown_until: 0,
+            renewing: Vec::new(),
+            watching: false,
+        }
+    }
+
+    /// Every lease this isolate would keep: what an acquire renews.
+    pub fn held(&self) -> Vec<String> {
+        let idle = self.idle.iter().map(|l| l.id.clone());
+        let busy = self.in_call.values().filter(|c| c.keep);
+        idle.chain(busy.map(|c| c.lease.id.clone())).collect()
+    }
+
+    /// Leases that will be free for a caller here, now or when a call ends.
+    pub fn coming(&self) -> usize {
+        self.idle.len() + self.in_call.values().filter(|c| c.keep).count()
+    }
+
+    /// The idle lease whose next call may start soonest, if any may start
+    /// before its renewal lapses; lapsed ones are moved to `lapsed`.
+    pub fn take(&mut self, now: Millis, lapsed: &mut Vec<String>) -> Option<KeptLease> {
+        self.idle.retain(|l| {
+            let alive = l.start_by >= now;
+            if !alive {
+                lapsed.push(l.id.clone());
+            }
+            alive
+        });
+        let soonest = (0..self.idle.len()).min_by_key(|&i| self.idle[i].next_at)?;
+        Some(self.idle.swap_remove(soonest))
+    }
+
+    /// Whether a kept lease's renewal is due: one would lapse within a
+    /// poll and a half of the renewal period.
+    pub fn renewal_due(&self, now: Millis) -> bool {
+        let soon = now + RENEW_EVERY_MS / 4;
+        self.idle.iter().any(|l| l.start_by < soon)
+            || self
+                .in_call
+                .values()
+                .any(|c| c.keep && c.lease.start_by < soon)
+    }
+
+    /// Applies a renewal: the `kept` of the leases `asked` may start calls
+    /// until `start_by`; the rest must go back (idle ones are returned to
+    /// give back now, busy ones when their call ends).
+    pub fn renewed(
+        &mut self,
+        asked: &[String],
+        kept: &[String],
+        start_by: Millis,
+    ) -> Vec<KeptLease> {
+        let mut back = Vec::new();
+        for id in asked {
+            let keep = kept.contains(id);
+            if let Some(call) = self.in_call.get_mut(id) {
+                call.keep &= keep;
+                call.lease.start_by = start_by;
+            } else if let Some(i) = self.idle.iter().position(|l| &l.id == id) {
+                if keep {
+                    self.idle[i].start_by = start_by;
+                } else {
+                    back.push(self.idle.swap_remove(i));
+                }
+            }
+        }
+        back
+    }
+
+    /// Idle leases beyond what `waiters` callers can use.
+    pub fn beyond(&mut self, waiters: u64) -> Vec<KeptLease> {
+        if self.idle.len() as u64 <= waiters {
+            return Vec::new();
+        }
+        self.idle.sort_by_key(|l| l.next_at);
+        self.idle.split_off(waiters as usize)
+    }
+}
+
+impl GatewayRateState {
+    /// Waits for a kept lease of the bucket and its next start, and takes
+    /// it into a call. `None` when none is idle: the caller then waits for
+    /// one handed on or asks the gateway.
+    pub(super) async fn take_kept(
+        &self,
+        bucket_id: &str,
+        signal: Option<&AbortSignal>,
+    ) -> Option<Result<KeptLease>> {
+        let now = self.inner.rt.now_ms();
+        let mut lapsed = Vec::new();
+        let taken = self.pool(bucket_id, |p| {
+            let lease = p.take(now, &mut lapsed)?;
+            Some((lease, p.cooldown_until))
+        });
+        self.lapsed(bucket_id, lapsed);
+        let (lease, cooldown) = taken.flatten()?;
+        let start = lease.next_at.max(cooldown);
+        if start > now {
+            let sleep = self.inner.rt.sleep(start - now);
+            let waited = abortable(signal, || super::permit_wait(bucket_id), async {
+                sleep.await;
+                Ok(())
+            })
+            .await;
+            if let Err(e) = waited {
+                self.pool(bucket_id, |p| p.idle.push(lease));
+                return Some(Err(e));
+            }
+        }
+        let now = self.inner.rt.now_ms();
+        let started = self.pool(bucket_id, |p| {
+            if now < p.cooldown_until || now > lease.start_by {
+                // A cooldown or a lapse was learned while it waited.
+                p.idle.push(lease.clone());
+                return false;
+            }
+            p.in_call.insert(
+                lease.id.clone(),
+                InCall {
+                    lease: lease.clone(),
+                    since: now,
+                    keep: true,
+                },
+            );
+            true
+        });
+        started.filter(|&s| s).map(|_| Ok(lease))
+    }
+
+    /// A call on a kept lease ended: the lease waits idle for a caller here
+    /// (see [`IDLE_KEEP_MS`]), or goes back to the gateway once its spacing
+    /// has passed when it may not be kept.
+    pub(super) fn end_call(&self, bucket_id: &str, lease_id: &str) -> LocalBoxFuture<'static, ()> {
+        let now = self.inner.rt.now_ms();
+        let back = self.pool(bucket_id, |p| {
+            let call = p.in_call.remove(lease_id)?;
+            let mut lease = call.lease;
+            lease.next_at = call.since + p.spacing_ms;
+            lease.last_start = Some(call.since);
+            // Others have waited while this chain ran its length: the slot
+            // is theirs, whatever the last renewal said.
+            let chain_over =
+                p.others_wait && now.saturating_sub(lease.granted_at) >= LEASE_CHAIN_MS;
+            if call.keep && !chain_over && lease.start_by >= now {
+                lease.idle_since = now;
+                p.idle.push(lease);
+                return None;
+            }
+            Some(lease)
+        });
+        match back.flatten() {
+            Some(lease) => self.give_back_kept(bucket_id, vec![lease]),
+            None => {
+                // The watch gives it back if nobody takes it. The future
+                // does the same and settles once the lease is taken here
+                // or back at the gateway, so a host that waits on it
+                // (`waitUntil`) keeps the request alive until then.
+                self.watch_pool(bucket_id);
+                let (this, bucket_id, id) =
+                    (self.clone(), bucket_id.to_owned(), lease_id.to_owned());
+                let keep = self.inner.rt.sleep(IDLE_KEEP_MS + 1);
+                Box::pin(async move {
+                    keep.await;
+                    let waiters = this.state(&bucket_id, |s| s.waiters);
+                    let unwanted = this.pool(&bucket_id, |p| {
+                        let i = p.idle.iter().position(|l| l.id == id)?;
+                        (p.idle.len() as u64 > waiters).then(|| p.idle.swap_remove(i))
+                    });
+                    if let Some(lease) = unwanted.flatten() {
+                        this.give_back_kept(&bucket_id, vec![lease]).await;
+                    }
+                })
+            }
+        }
+    }
+
+    /// Gives kept leases back, each once its spacing has passed; the future
+    /// settles when the gateway has them.
+    pub(super) fn give_back_kept(
+        &self,
+        bucket_id: &str,
+        leases: Vec<KeptLease>,
+    ) -> LocalBoxFuture<'static, ()> {
+        let scope = self.pool(bucket_id, |p| (p.token.clone(), p.rules.clone()));
+        let Some((token, rules)) = scope else {
+            return Box::pin(std::future::ready(()));
+        };
+        if leases.is_empty() {
+            return Box::pin(std::future::ready(()));
+        }
+        // A lease never called on here frees its slot at once.
+        let ready = leases
+            .iter()
+            .filter_map(|l| l.last_start.map(|_| l.next_at))
+            .max()
+            .unwrap_or(0);
+        let ids: Vec<String> = leases.into_iter().map(|l| l.id).collect();
+        let now = self.inner.rt.now_ms();
+        if ready <= now {
+            return match self.queue(bucket_id, token, &rules, ids, Vec::new()) {
+                Some(ticket) => {
+                    let this = self.clone();
+                    Box::pin(async move { this.settled(ticket).await })
+                }
+                None => Box::pin(std::future::ready(())),
+            };
+        }
+        let (this, bucket_id) = (self.clone(), bucket_id.to_owned());
+        let wait = self.inner.rt.sleep(ready - now);
+        let work: LocalBoxFuture<'static, ()> = Box::pin(async move {
+            wait.await;
+            if let Some(ticket) = this.queue(&bucket_id, token, &rules, ids, Vec::new()) {
+                this.settled(ticket).await;
+            }
+        });
+        work
+    }
+
+    /// Kept leases that lapsed unrenewed: the gateway may have let them go
+    /// already, so they are only handed back, never used.
+    fn lapsed(&self, bucket_id: &str, ids: Vec<String>) {
+        if ids.is_empty() {
+            return;
+        }
+        let scope = self.pool(bucket_id, |p| (p.token.clone(), p.rules.clone()));
+        if let Some((token, rules)) = scope {
+            self.queue(bucket_id, token, &rules, ids, Vec::new());
+        }
+    }
+
+    /// Waits a poll for a lease handed on. Not woken by the call that ends:
+    /// in workerd that call may belong to another request, whose end would
+    /// take this caller's continuation with it.
+    pub(super) async fn await_handoff(
+        &self,
+        bucket_id: &str,
+        signal: Option<&AbortSignal>,
+    ) -> Result<()> {
+        self.state(bucket_id, |s| s.waiters += 1);
+        let sleep = self.inner.rt.sleep(REFILL_POLL_MS);
+        let waited = abortable(signal, || super::permit_wait(bucket_id), async {
+            sleep.await;
+            Ok(())
+        })
+        .await;
+        let waiters = self.state(bucket_id, |s| {
+            s.waiters -= 1;
+            s.waiters
+        });
+        if waited.is_err() {
+            self.spare(bucket_id, waiters);
+        }
+        waited
+    }
+
+    /// A caller gave up waiting: leases handed on for callers that are no
+    /// longer here go back.
+    pub(super) fn spare(&self, bucket_id: &str, waiters: u64) {
+        let spare = self
+            .pool(bucket_id, |p| p.beyond(waiters))
+            .unwrap_or_default();
+        if !spare.is_empty() {
+            let settle = self.give_back_kept(bucket_id, spare);
+            self.inner.rt.spawn(settle);
+        }
+    }
+
+    /// Starts the pool's watch if it has idle leases and none runs: an idle
+    /// lease nobody takes before its renewal lapses goes back then, so a
+    /// quiet isolate holds no slot for longer than a renewal period.
+    pub(super) fn watch_pool(&self, bucket_id: &str) {
+        let start = self
+            .pool(bucket_id, |p| {
+                !p.idle.is_empty() && !std::mem::replace(&mut p.watching, true)
+            })
+            .unwrap_or(false);
+        if start {
+            let (this, bucket_id) = (self.clone(), bucket_id.to_owned());
+            self.inner.rt.spawn(Box::pin(async move {
+                loop {
+                    let now = this.inner.rt.now_ms();
+                    let mut lapsed = Vec::new();
+                    let waiters = this.state(&bucket_id, |s| s.waiters);
+                    let found = this.pool(&bucket_id, |p| {
+                        p.idle.retain(|l| {
+                            let alive = l.start_by >= now;
+                            if !alive {
+                                lapsed.push(l.id.clone());
+                            }
+                            alive
+                        });
+                        // Idle past the keep with nobody here to take it.
+                        let unwanted = p.idle.len().saturating_sub(waiters as usize);
+                        p.idle.sort_by_key(|l| l.idle_since);
+                        let stale = p
+                            .idle
+                            .iter()
+                            .take(unwanted)
+                            .take_while(|l| l.idle_since + IDLE_KEEP_MS <= now)
+                            .count();
+                        let spare: Vec<KeptLease> = p.idle.drain(..stale).collect();
+                        let next = p
+                            .idle
+                            .iter()
+                            .map(|l| l.start_by.min(l.idle_since + IDLE_KEEP_MS))
+                            .min();
+                        p.watching = next.is_some();
+                        (spare, next)
+                    });
+                    this.lapsed(&bucket_id, lapsed);
+                    let Some((spare, next)) = found else { return };
+                    if !spare.is_empty() {
+                        let settle = this.give_back_kept(&bucket_id, spare);
+                        this.inner.rt.spawn(settle);
+                    }
+                    match next {
+                        Some(at) => this.inner.rt.sleep(at.max(now) + 1 - now).await,
+                        None => return,
+                    }
+                }
+            }));
+        }
+    }
+
+    /// Whether a caller here without a lease should wait for one handed
+    /// on rather than ask the gateway: a lease is coming, and either
+    /// others wait for slots or the gateway booked this isolate a turn.
+    pub(super) fn handoff_expected(&self, bucket_id: &str) -> bool {
+        let now = self.inner.rt.now_ms();
+        self.state(bucket_id, |s| {
+            s.pool
+                .as_ref()
+                .is_some_and(|p| p.coming() > 0 && (p.others_wait || s.refill.not_before > now))
+        })
+    }
+
+    pub(super) fn pool<T>(
+        &self,
+        bucket_id: &str,
+        f: impl FnOnce(&mut LeasePool) -> T,
+    ) -> Option<T> {
+        self.state(bucket_id, |s| s.pool.as_mut().map(f))
+    }
+}

@@ -1,0 +1,375 @@
+//! Streamed concurrency slots. When a bucket bounds calls in flight to
+//! `M` and every rule allows at least `M` calls a window, each slot is a
+//! stream: two calls started on one slot are always at least the spacing
+//! `s = (window + guard) / floor(limit / M)` apart (the adaptive rate's
+//! `M / rps` if wider). A window then holds at most `floor(limit / M)`
+//! calls of each slot, `M` slots at most the limit, whoever holds them and
+//! whenever within the spacing they start. So a client may keep leases and
+//! hand a freed one straight to its next caller, spacing the calls on each
+//! lease itself, with no round trip per call: it renews what it holds now
+//! and then, and asks for new leases only for callers that have none.
+//!
+//! A slot's stream runs across holders. A lease granted one per time (to
+//! an older client) frees its slot for its next call at its time plus the
+//! spacing; a kept lease is given back no sooner than the spacing after its
+//! last call started, so its slot is ready when the release arrives; one
+//! that lapses is ready at its expiry.
+//!
+//! Fairness: while callers elsewhere wait for a slot, a kept lease is
+//! renewed only until its chain (the renewals since its grant) has lasted
+//! [`MAX_CHAIN_US`]; a client that gives one back gets none in the same
+//! request, and others get one at a time.
+//! Refused clients are booked at the chain ends to come, each a little
+//! after its slot is expected back.
+
+use std::collections::HashMap;
+
+use super::bucket::{Bucket, Grant, CONCURRENCY_RETRY_MS};
+use super::leases::{format_lease_id, parse_lease_id, LeaseId, LeaseIds, MAX_LIVE_LEASES};
+use super::timeline::{ceil_ms, interval_for_rps, Micros};
+use crate::protocol::LEASE_CHAIN_MS;
+
+/// How long a lease may be kept through renewals while others wait.
+pub(crate) const MAX_CHAIN_US: Micros = LEASE_CHAIN_MS * 1_000;
+
+/// A refused client is booked this long after the slot it waits for is
+/// expected back, so it finds the slot free rather than a moment early.
+const TURN_MARGIN_US: Micros = 10_000;
+
+/// How long a client that keeps slots, and wanted more than were free,
+/// serves its callers with its own before it asks again.
+pub(crate) const KEEPER_RETRY_MS: u64 = 1_000;
+
+/// How long a caller refused for want of a slot counts as waiting.
+pub(crate) const WAITERS_MEMORY_US: Micros = 1_000_000;
+
+/// Where each slot's stream stands. Not part of a snapshot: a restored
+/// gateway treats every free slot as ready, which can start one call per
+/// slot early by up to a spacing, once, right after a restore.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SlotStreams {
+    /// When each freed, not yet re-granted slot may start its next call.
+    free_ready: Vec<Micros>,
+    /// Leases granted one per time: when their slot may start its next call.
+    ready_after: HashMap<LeaseId, Micros>,
+    /// Kept leases: when each one's chain began.
+    chains: HashMap<LeaseId, Micros>,
+    /// A caller wanted a slot and found none, until about this time.
+    waiters_until: Micros,
+    /// How long after its chain's end a kept lease usually comes back (a
+    /// moving average): its last call ends, then the release travels.
+    return_delay_us: Option<Micros>,
+}
+
+impl SlotStreams {
+    /// The lease `id` ended at `at` (released, or lapsed at its expiry).
+    pub fn freed(&mut self, id: LeaseId, at: Micros) {
+        if let Some(start) = self.chains.remove(&id) {
+            let end = start.saturating_add(MAX_CHAIN_US);
+            if at > end && at < end.saturating_add(MAX_CHAIN_US) {
+                let delay = at - end;
+                self.return_delay_us = Some(match self.return_delay_us {
+                    None => delay,
+                    Some(avg) => avg - avg / 4 + delay / 4,
+                });
+            }
+        }
+        let ready = self.ready_after.remove(&id).unwrap_or(at);
+        if self.free_ready.len() >= MAX_LIVE_LEASES as usize {
+            // Forgetting the earliest leaves only later ready times.
+            let earliest = (0..self.free_ready.len())
+                .min_by_key(|&i| self.free_ready[i])
+                .expect("not empty");
+            self.free_ready.swap_remove(earliest);
+        }
+        self.free_ready.push(ready);
+    }
+
+    /// When the slot a new lease takes may start its first call: now for
+    /// a slot never used (fewer freed slots are known than `free`), else
+    /// the earliest freed one.
+    pub fn take_slot(&mut self, now: Micros, free: u64) -> Micros {
+        if (self.free_ready.len() as u64) < free {
+            return now;
+        }
+        let earliest = (0..self.free_ready.len()).min_by_key(|&i| self.free_ready[i]);
+        earliest.map_or(now, |i| self.free_ready.swap_remove(i).max(now))
+    }
+
+    /// Puts back a slot taken but not granted.
+    pub fn untake(&mut self, ready: Micros) {
+        self.free_ready.push(ready);
+    }
+
+    /// A lease granted one per time at a time whose slot may start its
+    /// next call at `ready`.
+    pub fn spaced(&mut self, id: LeaseId, ready: Micros) {
+        self.ready_after.insert(id, ready);
+    }
+
+    pub fn contended(&self, now: Micros) -> bool {
+        now < self.waiters_until
+    }
+
+    fn refused(&mut self, now: Micros) {
+        self.waiters_until = self
+            .waiters_until
+            .max(now.saturating_add(WAITERS_MEMORY_US));
+    }
+}
+
+/// The slots one acquire leaves its client holding.
+pub(crate) struct SlotGrant {
+    /// Held leases renewed for another TTL.
+    pub kept: Vec<String>,
+    /// New leases with the time each may start its first call.
+    pub new: Vec<(String, u64)>,
+}
+
+impl Bucket {
+    /// The spacing of each slot's stream, when the bucket's slots can be
+    /// streamed: its rules bound concurrency to `M` and each allows at
+    /// least `M` calls a window. Retiring rules count too.
+    pub fn stream_spacing(&self) -> Option<Micros> {
+        let max = self.max_concurrency()?.max(1);
+        let mut spacing: Micros = 0;
+        for t in &self.timelines {
+            let per_slot = t.requests_per_window / max;
+            if per_slot == 0 {
+                return None;
+            }
+            // `interval_us * limit` is the window with its guard, rounded up.
+            let window = t.interval_us.saturating_mul(t.requests_per_window);
+            spacing = spacing.max(window.div_ceil(per_slot));
+        }
+        if let Some(rps) = self.effective_rps() {
+            spacing = spacing.max(interval_for_rps(rps).saturating_mul(max));
+        }
+        (spacing > 0).then_some(spacing)
+    }
+
+    /// Renews the leases a client keeps (those it may keep) and grants it
+    /// up to `wanted` more from the free slots.
+    #[allow(clippy::too_many_arguments)]
+    pub fn hand_slots(
+        &mut self,
+        held: &[String],
+        wanted: u64,
+        giving_back: bool,
+        now: Micros,
+        earliest: Micros,
+        horizon: Micros,
+        lease_ttl: Micros,
+        ids: &mut LeaseIds,
+    ) -> SlotGrant {
+        let contended = self.leases.streams.contended(now);
+        let mut kept = Vec::new();
+        for text in held {
+            let Some(id) = parse_lease_id(text) else {
+                continue;
+            };
+            let started = *self.leases.streams.chains.entry(id).or_insert(now);
+            let chain_over = contended && now.saturating_sub(started) >= MAX_CHAIN_US;
+            if !chain_over && self.leases.renew(id, now, lease_ttl) {
+                kept.push(text.clone());
+            }
+        }
+        let free = self
+            .max_concurrency()
+            .map_or(0, |max| max.saturating_sub(self.leases.live(now) as u64));
+        let share = match contended {
+            true if giving_back => 0,
+            true => 1,
+            false => wanted,
+        };
+        let granted = wanted.min(free).min(share);
+        // Only a client left with no slot at all waits: one that keeps some
+        // and wants more is served by its own, and is no reason to rotate.
+        if granted == 0 && wanted > 0 && kept.is_empty() {
+            self.leases.streams.refused(now);
+        }
+        let adaptive_interval = self.adaptive_interval();
+        let mut new = Vec::with_capacity(granted as usize);
+        for taken in 0..granted {
+            let ready = self.leases.streams.take_slot(now, free - taken);
+            let at = self.next_free(ready.max(earliest));
+            if at > horizon {
+                self.leases.streams.untake(ready);
+                break;
+            }
+            self.place(at, adaptive_interval);
+            let id = ids.next_id();
+            self.leases.insert(id, at.saturating_add(lease_ttl));
+            self.leases.streams.chains.insert(id, now);
+            new.push((format_lease_id(id), ceil_ms(at)));
+        }
+        SlotGrant { kept, new }
+    }
+
+    fn slot_count(&self) -> u64 {
+        self.max_concurrency().unwrap_or(1).max(1)
+    }
+
+    /// A client refused a slot: no times, and its turn at the slots.
+    pub fn refuse_for_slots(&mut self, now: Micros) -> Grant {
+        Grant {
+            times: Vec::new(),
+            lease_ids: Some(Vec::new()),
+            wait_ms: self.slot_retry_ms(now),
+        }
+    }
+
+    /// How long a client refused a slot should wait: its turn, at the
+    /// next chain end no other refused client was sent to (plus the usual
+    /// delay of a lease coming back after its chain), or a slot's share of
+    /// a chain after the last turn booked when every chain end is taken.
+    fn slot_retry_ms(&mut self, now: Micros) -> u64 {
+        let max = self.slot_count();
+        let booked = self.slot_turns_tat.max(now);
+        let streams = &self.leases.streams;
+        let delay = streams.return_delay_us.unwrap_or(0);
+        let next_end = streams
+            .chains
+            .values()
+            .map(|&start| start.saturating_add(MAX_CHAIN_US + delay + TURN_MARGIN_US))
+            .filter(|&end| end > booked)
+            .min();
+        let turn = next_end.unwrap_or(booked.saturating_add(MAX_CHAIN_US / max));
+        self.slot_turns_tat = turn;
+        // Its caller waits until then, whether or not it asks meanwhile.
+        let streams = &mut self.leases.streams;
+        streams.waiters_until = streams
+            .waiters_until
+            .max(turn.saturating_add(WAITERS_MEMORY_US));
+        ceil_ms(turn.saturating_sub(now)).max(CONCURRENCY_RETRY_MS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::leases::LeaseKey;
+    use crate::protocol::{rules_signature, PacingRule};
+
+    fn bucket(limit: u64, max: u64) -> Bucket {
+        let mut b = Bucket::new(0);
+        let rules = [PacingRule::new(limit, 1_000).with_max_concurrency(max)];
+        b.apply_rules(&rules, rules_signature(&rules), 0);
+        b
+    }
+
+    fn ids() -> LeaseIds {
+        LeaseIds::new(LeaseKey([1; 32]))
+    }
+
+    const TTL: Micros = 60_000_000;
+    const HORIZON: Micros = 86_400_000_000;
+
+    #[test]
+    fn each_slot_gets_its_share_of_every_window() {
+        assert_eq!(bucket(20, 5).stream_spacing(), Some(250_000));
+        assert_eq!(
+            bucket(20, 6).stream_spacing(),
+            Some(333_334),
+            "3 calls a window per slot, 18 of the 20"
+        );
+        assert_eq!(
+            bucket(4, 5).stream_spacing(),
+            None,
+            "fewer calls than slots"
+        );
+        assert_eq!(
+            Bucket::new(0).stream_spacing(),
+            None,
+            "no concurrency bound"
+        );
+    }
+
+    #[test]
+    fn new_leases_come_only_from_free_slots_and_a_client_left_with_none_waits() {
+        let (mut ids, mut b) = (ids(), bucket(20, 3));
+        let first = b.hand_slots(&[], 2, false, 0, 0, HORIZON, TTL, &mut ids);
+        assert_eq!(first.new.len(), 2);
+        let second = b.hand_slots(&[], 2, false, 0, 0, HORIZON, TTL, &mut ids);
+        assert_eq!(second.new.len(), 1, "one slot was left");
+        assert!(
+            !b.leases.streams.contended(0),
+            "a client with a slot is served by it"
+        );
+        let third = b.hand_slots(&[], 1, false, 0, 0, HORIZON, TTL, &mut ids);
+        assert!(third.new.is_empty());
+        assert!(b.leases.streams.contended(0), "a client with none waits");
+        assert!(!b.leases.streams.contended(WAITERS_MEMORY_US));
+    }
+
+    #[test]
+    fn a_released_slot_starts_its_next_stream_no_earlier_than_its_last_allowed() {
+        // One slot takes the whole rule: its calls are a twentieth of a
+        // second apart.
+        let (mut ids, mut b) = (ids(), bucket(20, 1));
+        let legacy = b.grant(1, false, 0, 0, 1_000_000, TTL, &mut ids);
+        assert_eq!(legacy.times, [0]);
+        let lease = legacy.lease_ids.unwrap();
+        b.leases.release(&lease, 10_000, TTL);
+        let kept = b.hand_slots(&[], 1, false, 20_000, 20_000, HORIZON, TTL, &mut ids);
+        assert_eq!(kept.new[0].1, 50, "spaced from the slot's call at 0 ms");
+        let pooled = vec![kept.new[0].0.clone()];
+        b.leases.release(&pooled, 600_000, TTL);
+        let next = b.hand_slots(&[], 1, false, 600_000, 600_000, HORIZON, TTL, &mut ids);
+        assert_eq!(
+            next.new[0].1, 600,
+            "a kept lease's slot is ready at its release"
+        );
+    }
+
+    #[test]
+    fn held_leases_are_renewed_for_a_full_ttl_and_unknown_ones_are_not_kept() {
+        let (mut ids, mut b) = (ids(), bucket(20, 2));
+        let ttl = 5_000_000;
+        let held: Vec<String> = b
+            .hand_slots(&[], 2, false, 0, 0, HORIZON, ttl, &mut ids)
+            .new
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        let mut asked = held.clone();
+        asked.push(format_lease_id(99));
+        let again = b.hand_slots(
+            &asked, 0, false, 4_000_000, 4_000_000, HORIZON, ttl, &mut ids,
+        );
+        assert_eq!(again.kept, held);
+        assert_eq!(b.leases.live(ttl + 1), 2, "renewed past the first TTL");
+        assert_eq!(b.leases.live(4_000_000 + ttl), 0);
+    }
+
+    #[test]
+    fn while_others_wait_a_chain_is_renewed_only_up_to_its_limit() {
+        let (mut ids, mut b) = (ids(), bucket(20, 1));
+        let held = vec![b
+            .hand_slots(&[], 1, false, 0, 0, HORIZON, TTL, &mut ids)
+            .new[0]
+            .0
+            .clone()];
+        let late = MAX_CHAIN_US + 1;
+        let alone = b.hand_slots(&held, 0, false, late, late, HORIZON, TTL, &mut ids);
+        assert_eq!(alone.kept, held, "nobody waits: the chain goes on");
+        let refused = b.hand_slots(&[], 1, false, late, late, HORIZON, TTL, &mut ids);
+        assert!(refused.new.is_empty() && refused.kept.is_empty());
+        let contended = b.hand_slots(&held, 0, false, late + 1, late + 1, HORIZON, TTL, &mut ids);
+        assert!(contended.kept.is_empty(), "its chain is over: it goes back");
+        assert_eq!(b.leases.live(late + 1), 1, "counted until it is released");
+    }
+
+    #[test]
+    fn while_others_wait_slots_go_one_at_a_time_and_never_back_to_their_giver() {
+        let (mut ids, mut b) = (ids(), bucket(20, 3));
+        b.leases.streams.refused(0);
+        let giver = b.hand_slots(&[], 2, true, 1, 1, HORIZON, TTL, &mut ids);
+        assert!(giver.new.is_empty(), "what it gave back is for the others");
+        let first = b.hand_slots(&[], 2, false, 1, 1, HORIZON, TTL, &mut ids);
+        assert_eq!(first.new.len(), 1, "one at a time");
+        let held = vec![first.new[0].0.clone()];
+        let again = b.hand_slots(&held, 2, false, 2, 2, HORIZON, TTL, &mut ids);
+        assert_eq!((again.kept.len(), again.new.len()), (1, 1));
+    }
+}

@@ -10,7 +10,7 @@ use wasm_bindgen::prelude::*;
 use super::error::foreign;
 use super::governor_input::{fork_input, opt_latency, opt_string};
 use super::js::{promise, rejected, to_js};
-use super::pacer::header_of;
+use super::rate_state::header_of;
 use super::reader::{message as from_js, settle, string, ObjectArg};
 use super::registry::{budget_state, rate_state};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};

@@ -12,6 +12,7 @@ use js_sys::Reflect;
 use wasm_bindgen::JsValue;
 
 use crate::error::{Detail, Error, ErrorCode};
+use crate::governor::BudgetKind;
 
 /// Kept exceptions. An error may be cloned to several waiters, so each
 /// conversion reads (does not take) its exception; the oldest are dropped
@@ -65,6 +66,37 @@ fn kept(handle: u64) -> Option<Kept> {
     FOREIGN.with(|f| f.borrow().1.get(&handle).cloned())
 }
 
+/// A budget kind by the name `chargeBudget` takes.
+pub(crate) fn budget_kind(kind: &str) -> crate::error::Result<BudgetKind> {
+    Ok(match kind {
+        "playCall" => BudgetKind::PlayCall,
+        "toolCall" => BudgetKind::ToolCall,
+        "retry" => BudgetKind::Retry,
+        "descendant" => BudgetKind::Descendant,
+        "waterfallStep" => BudgetKind::WaterfallStep,
+        other => {
+            return Err(Error::invalid(format!(
+                "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {other:?}"
+            )))
+        }
+    })
+}
+
+/// The `createGovernor` policy field that sets a budget key's limit, for
+/// the message of its `BUDGET_EXCEEDED`.
+fn budget_setting(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "playCall" => "maxPlayCallCount",
+        "toolCall" => "maxToolCallCount",
+        "retry" => "maxRetryCount",
+        "descendant" => "maxDescendants",
+        "waterfallStep" => "maxWaterfallStepExecutions",
+        "depth" => "maxDepth",
+        k if k.starts_with("childPerParent") => "maxChildPlayCallsPerParent",
+        _ => return None,
+    })
+}
+
 fn set(target: &JsValue, key: &str, value: JsValue) {
     // Setting a plain data property on a fresh Error cannot throw.
     let _ = Reflect::set(target, &JsValue::from_str(key), &value);
@@ -89,7 +121,19 @@ impl From<Error> for JsValue {
         } {
             set(&options, "cause", cause);
         }
-        let js = js_sys::Error::new_with_options(&e.message, &options);
+        let message = match (&e.code, &e.detail) {
+            (ErrorCode::BudgetExceeded, Some(Detail::Budget { key, .. })) => {
+                match budget_setting(key) {
+                    Some(field) => format!(
+                        "{} Raise policy.budgets.{field} in createGovernor's options to allow more.",
+                        e.message
+                    ),
+                    None => e.message.clone(),
+                }
+            }
+            _ => e.message.clone(),
+        };
+        let js = js_sys::Error::new_with_options(&message, &options);
         js.set_name("PacelineError");
         let target: JsValue = js.into();
         set(&target, "code", JsValue::from_str(e.code.as_str()));

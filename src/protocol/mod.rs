@@ -16,8 +16,8 @@ pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
 pub use error_body::{ErrorBody, ErrorFields};
 pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};
 pub use rate::{
-    AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, PermitTarget,
-    ReleaseRequest, ReleaseResponse,
+    AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
+    ReleaseResponse,
 };
 pub(crate) use rule::rules_from;
 pub use rule::{has_concurrency, rules_signature, PacingRule};

@@ -70,7 +70,7 @@ const governor = createGovernor({
   scope: { orgId: "o", rootRunId: "r" },
   rateState: new LocalRateState(),
   resolvePacing: (toolId) => (toolId === "fmt" ? unpaced : null),
-  resolveRateScope: () => ({ token: "t" }),
+  resolveRateScope: () => ({ rateScopeToken: "t" }),
   builtinPacing: { "p.search": { provider: "p", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] }, "fmt": { unpaced: true } },
   toolLatencyMs: { "p.search": 800 },
   playId: "root-play",

@@ -214,8 +214,9 @@ impl ObjectArg {
 
     /// A required string field.
     pub fn string(&self, key: &str, max_bytes: usize) -> Result<String> {
-        self.opt_string(key, max_bytes)?
-            .ok_or_else(|| Error::invalid(format!("{} is required (a string)", self.name(key))))
+        self.opt_string(key, max_bytes)?.ok_or_else(|| {
+            Error::invalid(format!("{} must be a string, got nothing", self.name(key)))
+        })
     }
 
     pub fn opt_function(&self, key: &str) -> Result<Option<Function>> {

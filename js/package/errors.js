@@ -1,0 +1,25 @@
+// The one error type every paceline entry point throws or rejects with: an
+// `Error` named "PacelineError" with a string `code`, made by the wasm, the
+// glue and the port alike, so one guard recognises all of them.
+
+const CODES = new Set([
+  "INVALID_INPUT",
+  "FORBIDDEN_SCOPE",
+  "BUDGET_EXCEEDED",
+  "PROVIDER_EXHAUSTED",
+  "GATEWAY_UNAVAILABLE",
+  "ABORTED",
+  "CYCLE_DETECTED",
+]);
+
+/**
+ * @param {unknown} value
+ * @param {string} [code]
+ * @returns {boolean}
+ */
+export function isPacelineError(value, code) {
+  if (!(value instanceof Error) || value.name !== "PacelineError") return false;
+  const actual = /** @type {{ code?: unknown }} */ (value).code;
+  if (typeof actual !== "string" || !CODES.has(actual)) return false;
+  return code === undefined || actual === code;
+}

@@ -1,0 +1,108 @@
+// Plain pacing: one bucket, its rules, and `schedule(fn)`. The governor is
+// for budgets and plays; a caller that only wants "at most N calls a
+// window across my isolates" needs a rate state and nothing else.
+import { GatewayRateState, LocalRateState } from "../paceline.js";
+
+const OPTIONS = new Set([
+  "port",
+  "bucketId",
+  "rules",
+  "rateScopeToken",
+  "waitUntil",
+  "maxWaitMs",
+  "blockHorizonMs",
+  "releaseLingerMs",
+]);
+const PACER_OPTIONS = ["maxWaitMs", "blockHorizonMs", "releaseLingerMs", "waitUntil"];
+
+function misuse(message, cause) {
+  const error = new Error(message, cause === undefined ? undefined : { cause });
+  error.name = "PacelineError";
+  error.code = "INVALID_INPUT";
+  return error;
+}
+
+function readOptions(options) {
+  if (typeof options !== "object" || options === null) {
+    throw misuse("createLimiter takes { bucketId, rules, port?, rateScopeToken?, waitUntil?, maxWaitMs? }");
+  }
+  const read = {};
+  try {
+    for (const key of Object.keys(options)) {
+      if (!OPTIONS.has(key)) {
+        throw misuse(`createLimiter: ${key} is not a known option; known: ${[...OPTIONS].join(", ")}`);
+      }
+      read[key] = options[key];
+    }
+  } catch (cause) {
+    throw cause?.code === "INVALID_INPUT" ? cause : misuse("createLimiter: its options could not be read", cause);
+  }
+  if (typeof read.bucketId !== "string" || read.bucketId === "") {
+    throw misuse("createLimiter: bucketId must be a non-empty string (the limit's name, shared by every isolate)");
+  }
+  if (!Array.isArray(read.rules) || read.rules.length === 0) {
+    throw misuse("createLimiter: rules must be a non-empty array, e.g. [{ requestsPerWindow: 20, windowMs: 1000 }]");
+  }
+  if (read.waitUntil !== undefined && typeof read.waitUntil !== "function") {
+    throw misuse("createLimiter: waitUntil must be a function (ctx.waitUntil.bind(ctx))");
+  }
+  return read;
+}
+
+/** Reads a call's `{ signal?, waitUntil? }`. */
+function callOptions(options) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== "object") throw misuse("the call's options must be { signal?, waitUntil? }");
+  let signal, waitUntil;
+  try {
+    for (const key of Object.keys(options)) {
+      if (key !== "signal" && key !== "waitUntil") {
+        throw misuse(`${key} is not a known call option; known: signal, waitUntil`);
+      }
+    }
+    ({ signal, waitUntil } = options);
+  } catch (cause) {
+    throw cause?.code === "INVALID_INPUT" ? cause : misuse("the call's options could not be read", cause);
+  }
+  if (waitUntil !== undefined && typeof waitUntil !== "function") {
+    throw misuse("waitUntil must be a function (ctx.waitUntil.bind(ctx))");
+  }
+  return { signal, waitUntil };
+}
+
+export function createLimiter(options) {
+  const read = readOptions(options);
+  const pacer = {};
+  for (const key of PACER_OPTIONS) if (read[key] !== undefined) pacer[key] = read[key];
+  // Each rule's fields are checked by the state at every acquire (wrong
+  // ones are INVALID_INPUT naming the field there).
+  const state = read.port === undefined ? new LocalRateState(pacer) : new GatewayRateState(read.port, pacer);
+  const bucket = { bucketId: read.bucketId, rules: read.rules };
+  if (read.rateScopeToken !== undefined && read.rateScopeToken !== null) bucket.rateScopeToken = read.rateScopeToken;
+
+  async function acquire(options) {
+    const { signal } = callOptions(options);
+    return state.acquire(signal === undefined ? bucket : { ...bucket, signal });
+  }
+
+  async function schedule(fn, options) {
+    if (typeof fn !== "function") throw misuse("schedule takes a function: limiter.schedule(() => fetch(...))");
+    const { signal, waitUntil } = callOptions(options);
+    const permit = await state.acquire(signal === undefined ? bucket : { ...bucket, signal });
+    try {
+      return await fn();
+    } finally {
+      const released = permit.release();
+      if (waitUntil !== undefined) {
+        try {
+          waitUntil(released);
+        } catch {
+          // A request that is already over cannot keep anything alive; the
+          // release still runs.
+        }
+      }
+    }
+  }
+
+  return { acquire, schedule, state, bucketId: read.bucketId };
+}

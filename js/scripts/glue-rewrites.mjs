@@ -1,0 +1,57 @@
+// Two rewrites of what wasm-bindgen generates, each checked against the
+// shape it expects so a new wasm-bindgen cannot silently skip one.
+
+function replaceOnce(text, from, to, what) {
+  const count = text.split(from).length - 1;
+  if (count < 1) throw new Error(`glue-rewrites: ${what}: expected ${JSON.stringify(from)} in the glue`);
+  return text.replaceAll(from, to);
+}
+
+// A bundler that misses the "workerd" (or "node") export condition loads
+// the web entry, which nobody initialised: every call then failed with
+// "Cannot read properties of undefined (reading 'gatewaycore_new')". Until
+// initSync runs, the module's exports object is a stand-in whose every
+// property read throws an Error that says what to do instead.
+const GUARD = `
+const PACELINE_UNINITIALISED = new Proxy({}, {
+    get() {
+        const error = new Error(
+            "paceline's WebAssembly module is not initialised. This is the package's web entry: " +
+            "in Node, import \\"paceline\\" resolves to the Node entry, which loads it itself; in a Worker, " +
+            "bundle with the \\"workerd\\" export condition (wrangler does; esbuild needs conditions: [\\"workerd\\"]); " +
+            "anywhere else call initSync({ module }) (or await the default export) before using the package.",
+        );
+        error.name = "PacelineError";
+        error.code = "INVALID_INPUT";
+        throw error;
+    },
+});
+`;
+
+/** The generated glue with the "not initialised" stand-in in place of `undefined`. */
+export function guardUninitialised(source) {
+  let out = replaceOnce(
+    source,
+    "let wasmModule, wasmInstance, wasm;",
+    "let wasmModule, wasmInstance, wasm = PACELINE_UNINITIALISED;",
+    "the wasm exports variable",
+  );
+  out = replaceOnce(
+    out,
+    "if (wasm !== undefined) return wasm;",
+    "if (wasm !== PACELINE_UNINITIALISED) return wasm;",
+    "the init functions' already-initialised check",
+  );
+  const firstLineEnd = out.indexOf("\n") + 1;
+  return out.slice(0, firstLineEnd) + GUARD + out.slice(firstLineEnd);
+}
+
+/**
+ * The generated typings without `[Symbol.dispose]()`, which needs
+ * `lib: esnext` (or es2025's disposable) to compile; the method itself
+ * stays on every class at run time (the glue adds it where the host has
+ * `Symbol.dispose`), and `free()` is the typed way to release.
+ */
+export function typingsForEs2022(source) {
+  return replaceOnce(source, "    [Symbol.dispose](): void;\n", "", "the typings' Symbol.dispose members");
+}

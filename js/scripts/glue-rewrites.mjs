@@ -47,11 +47,14 @@ export function guardUninitialised(source) {
 }
 
 /**
- * The generated typings without `[Symbol.dispose]()`, which needs
+ * The generated typings in camelCase and without `[Symbol.dispose]()`, which needs
  * `lib: esnext` (or es2025's disposable) to compile; the method itself
  * stays on every class at run time (the glue adds it where the host has
  * `Symbol.dispose`), and `free()` is the typed way to release.
  */
 export function typingsForEs2022(source) {
-  return replaceOnce(source, "    [Symbol.dispose](): void;\n", "", "the typings' Symbol.dispose members");
+  const out = replaceOnce(source, "    [Symbol.dispose](): void;\n", "", "the typings' Symbol.dispose members");
+  // The init function's one snake_case parameter name, as every other
+  // parameter is named (a name in a declaration changes nothing at run time).
+  return replaceOnce(out, "(module_or_path?:", "(moduleOrPath?:", "the init function's parameter");
 }

@@ -136,7 +136,8 @@ void new LocalRateState().stateHandle;
 });
 
 test("the typings use camelCase parameter names and carry no doc artifacts", () => {
-  const typings = readFileSync(join(pkgDir, "paceline.d.ts"), "utf8");
+  // The API, without the raw module's export list that follows it.
+  const typings = readFileSync(join(pkgDir, "paceline.d.ts"), "utf8").split("export type InitInput")[0];
   assert.doesNotMatch(typings, /[(,]\s*[a-z]+_[a-z_]+\??:/, "a snake_case parameter");
   assert.doesNotMatch(typings, /r" /, "a raw-string doc artifact");
   assert.doesNotMatch(typings, /stateHandle|GatewayPortLike/);

@@ -18,8 +18,14 @@ const CODES = new Set([
  * @returns {boolean}
  */
 export function isPacelineError(value, code) {
-  if (!(value instanceof Error) || value.name !== "PacelineError") return false;
-  const actual = /** @type {{ code?: unknown }} */ (value).code;
-  if (typeof actual !== "string" || !CODES.has(actual)) return false;
-  return code === undefined || actual === code;
+  // A guard never throws: a revoked Proxy or a throwing getter is simply
+  // not one of ours.
+  try {
+    if (!(value instanceof Error) || value.name !== "PacelineError") return false;
+    const actual = /** @type {{ code?: unknown }} */ (value).code;
+    if (typeof actual !== "string" || !CODES.has(actual)) return false;
+    return code === undefined || actual === code;
+  } catch {
+    return false;
+  }
 }

@@ -14,8 +14,8 @@ const CODES = new Set([
 
 /**
  * @param {unknown} value
- * @param {string} [code]
- * @returns {boolean}
+ * @param {import("./fetch-port.js").PacelineErrorCode} [code]
+ * @returns {value is import("./errors.js").PacelineError}
  */
 export function isPacelineError(value, code) {
   // A guard never throws: a revoked Proxy or a throwing getter is simply

@@ -7,8 +7,4 @@ import type { fetchPort } from "./fetch-port.js";
  * class `PacelineGateway`. Throws `INVALID_INPUT` naming the wrangler.toml
  * lines to add when the binding is missing.
  */
-export function gatewayPort(
-  env: object,
-  options?: { bindingName?: string },
-): ReturnType<typeof fetchPort>;
-
+export function gatewayPort(env: object, options?: { bindingName?: string }): ReturnType<typeof fetchPort>;

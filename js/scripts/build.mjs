@@ -71,7 +71,7 @@ function addEntries(outDir, glue, workerd) {
     join(outDir, nodeEntry),
     [
       "// Node entry: reads the .wasm that ships beside this file and instantiates",
-      "// it synchronously, so `import ... from \"paceline\"` needs no setup.",
+      '// it synchronously, so `import ... from "paceline"` needs no setup.',
       'import { readFileSync } from "node:fs";',
       `import { initSync } from "./${OUT_NAME}.js";`,
       `initSync({ module: readFileSync(new URL("./${OUT_NAME}_bg.wasm", import.meta.url)) });`,
@@ -105,9 +105,7 @@ function addEntries(outDir, glue, workerd) {
   pkg.main = "index.js";
   pkg.types = "index.d.ts";
   // The workerd entry's initSync is a side effect a bundler must keep.
-  pkg.sideEffects = [
-    ...new Set([...(pkg.sideEffects ?? []), `./${OUT_NAME}_workerd.js`, `./${OUT_NAME}_node.js`]),
-  ];
+  pkg.sideEffects = [...new Set([...(pkg.sideEffects ?? []), `./${OUT_NAME}_workerd.js`, `./${OUT_NAME}_node.js`])];
   // workerd before node: a Workers bundler may also pass "node" (nodejs_compat).
   pkg.exports = {
     ".": {
@@ -129,16 +127,7 @@ const budget = config["size-budget"]?.["gzip-bytes"];
 let overBudget = false;
 for (const target of config.target) {
   const outDir = join(root, target["out-dir"]);
-  run("wasm-pack", [
-    "build",
-    "--release",
-    "--target",
-    target.name,
-    "--out-dir",
-    outDir,
-    "--out-name",
-    OUT_NAME,
-  ]);
+  run("wasm-pack", ["build", "--release", "--target", target.name, "--out-dir", outDir, "--out-name", OUT_NAME]);
   const wasmPath = join(outDir, `${OUT_NAME}_bg.wasm`);
   const before = statSync(wasmPath).size;
   run(wasmOpt, [...config["wasm-opt"].flags, wasmPath, "-o", wasmPath]);

@@ -22,9 +22,17 @@ async function codeOf(fn) {
 
 describe("createLimiter", () => {
   test("schedule runs the call, releases its permit also when the call throws, and returns its value", async () => {
-    const limiter = P.createLimiter({ bucketId: "b", rules: [{ requestsPerWindow: 100, windowMs: 1000, maxConcurrency: 1 }] });
+    const limiter = P.createLimiter({
+      bucketId: "b",
+      rules: [{ requestsPerWindow: 100, windowMs: 1000, maxConcurrency: 1 }],
+    });
     assert.equal(await limiter.schedule(() => 7), 7);
-    await assert.rejects(limiter.schedule(() => { throw new Error("boom"); }), /boom/);
+    await assert.rejects(
+      limiter.schedule(() => {
+        throw new Error("boom");
+      }),
+      /boom/,
+    );
     // maxConcurrency 1: a permit left held would make this wait for ever.
     assert.equal(await limiter.schedule(async () => "again"), "again");
   });
@@ -51,7 +59,17 @@ describe("createLimiter", () => {
       [{ bucketId: "b", rules: [] }, /rules must be a non-empty array/],
       [{ bucketId: "b", rules: RULES, maxWait: 5 }, /maxWait is not a known option/],
       [{ bucketId: "b", rules: RULES, waitUntil: 3 }, /waitUntil must be a function/],
-      [new Proxy({}, { ownKeys() { throw new Error("trap"); } }), /could not be read/],
+      [
+        new Proxy(
+          {},
+          {
+            ownKeys() {
+              throw new Error("trap");
+            },
+          },
+        ),
+        /could not be read/,
+      ],
     ]) {
       const error = await codeOf(() => P.createLimiter(options));
       assert.equal(error.code, "INVALID_INPUT");
@@ -77,14 +95,33 @@ describe("gatewayPort", () => {
     const error = await codeOf(() => P.gatewayPort({}));
     assert.match(error.message, /PACELINE_GATEWAY.*durable_objects\.bindings/s);
     assert.match((await codeOf(() => P.gatewayPort({}, { bindingName: 7 }))).message, /bindingName must be a string/);
-    assert.equal((await codeOf(() => P.gatewayPort(new Proxy({}, { get() { throw new Error("trap"); } })))).code, "INVALID_INPUT");
+    assert.equal(
+      (
+        await codeOf(() =>
+          P.gatewayPort(
+            new Proxy(
+              {},
+              {
+                get() {
+                  throw new Error("trap");
+                },
+              },
+            ),
+          ),
+        )
+      ).code,
+      "INVALID_INPUT",
+    );
   });
 
   test("a binding's port routes each call to the object named by its bucket", async () => {
     const core = new P.GatewayCore();
     const named = [];
     const namespace = {
-      idFromName: (name) => (named.push(name), name),
+      idFromName: (name) => {
+        named.push(name);
+        return name;
+      },
       get: () => ({ fetch: (request) => P.handleGatewayRequest(core, request) }),
     };
     const state = new P.GatewayRateState(P.gatewayPort({ PACELINE_GATEWAY: namespace }));
@@ -99,7 +136,10 @@ describe("the API's one convention", () => {
     const state = new P.LocalRateState();
     state.observeSuccess({ bucketId: "b", rateScopeToken: null });
     assert.equal((await codeOf(() => state.observeSuccess("b"))).code, "INVALID_INPUT");
-    assert.match((await codeOf(() => state.observeSuccess({ bucketId: "b", token: "t" }))).message, /token is not a known field/);
+    assert.match(
+      (await codeOf(() => state.observeSuccess({ bucketId: "b", token: "t" }))).message,
+      /token is not a known field/,
+    );
   });
 
   test("every release returns a promise, WorkLease's too", async () => {
@@ -122,7 +162,14 @@ describe("the API's one convention", () => {
     assert.equal(kept.length, 1);
     await kept[0];
     assert.match(governor.snapshot().rootRunId, /^run-[0-9a-f]{16}$/);
-    assert.match((await codeOf(() => P.createGovernor({ rateState: new P.LocalRateState(), resolvePacing: () => null, waitUntil: "no" }))).message, /waitUntil must be a function/);
+    assert.match(
+      (
+        await codeOf(() =>
+          P.createGovernor({ rateState: new P.LocalRateState(), resolvePacing: () => null, waitUntil: "no" }),
+        )
+      ).message,
+      /waitUntil must be a function/,
+    );
   });
 
   test("a call's answer without an HTTP status is INVALID_INPUT, not a success", async () => {

@@ -33,12 +33,17 @@ describe("the packed package, installed in an empty directory", () => {
   });
 
   test("a CommonJS require of the package works too", () => {
-    const out = execFileSync(process.execPath, ["-e", "console.log(typeof require('paceline').createLimiter)"], { cwd: app, encoding: "utf8" });
+    const out = execFileSync(process.execPath, ["-e", "console.log(typeof require('paceline').createLimiter)"], {
+      cwd: app,
+      encoding: "utf8",
+    });
     assert.equal(out.trim(), "function");
   });
 
   test("the dev gateway runs from node_modules and paces a fetchPort client", async () => {
-    const server = spawn(process.execPath, [join(app, "node_modules/.bin/paceline-gateway"), "--port", "0"], { cwd: app });
+    const server = spawn(process.execPath, [join(app, "node_modules/.bin/paceline-gateway"), "--port", "0"], {
+      cwd: app,
+    });
     try {
       const url = await new Promise((resolve, reject) => {
         let text = "";
@@ -76,7 +81,21 @@ export async function use(): Promise<number> {
 `,
     );
     const tsc = join(repoRoot, "js/node_modules/typescript/bin/tsc");
-    const args = ["--noEmit", "--strict", "--target", "es2022", "--lib", "es2022,dom", "--module", "nodenext", "--moduleResolution", "nodenext", "--skipLibCheck", "false", "use.ts"];
+    const args = [
+      "--noEmit",
+      "--strict",
+      "--target",
+      "es2022",
+      "--lib",
+      "es2022,dom",
+      "--module",
+      "nodenext",
+      "--moduleResolution",
+      "nodenext",
+      "--skipLibCheck",
+      "false",
+      "use.ts",
+    ];
     try {
       execFileSync(process.execPath, [tsc, ...args], { cwd: app, encoding: "utf8" });
     } catch (error) {

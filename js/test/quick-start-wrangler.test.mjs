@@ -37,7 +37,7 @@ describe("the README's one-Worker quick start under wrangler", () => {
   let app, provider, arrivals, worker;
   before(async () => {
     arrivals = [];
-    provider = createServer((req, res) => {
+    provider = createServer((_request, res) => {
       arrivals.push(Date.now());
       res.end("ok");
     });
@@ -72,7 +72,10 @@ describe("the README's one-Worker quick start under wrangler", () => {
 
   test("served by wrangler's local dev server, 45 calls reach the API at most 20 in any second", async () => {
     const { unstable_startWorker } = await import(join(repoRoot, "js/node_modules/wrangler/wrangler-dist/cli.js"));
-    worker = await unstable_startWorker({ config: join(app, "wrangler.toml"), dev: { server: { port: 0 }, inspector: false } });
+    worker = await unstable_startWorker({
+      config: join(app, "wrangler.toml"),
+      dev: { server: { port: 0 }, inspector: false },
+    });
     await worker.ready;
     const answers = await Promise.all(
       Array.from({ length: 45 }, () => worker.fetch("http://worker/").then((r) => r.text())),

@@ -143,3 +143,16 @@ test("the typings use camelCase parameter names and carry no doc artifacts", () 
   assert.doesNotMatch(typings, /stateHandle|GatewayPortLike/);
   assert.match(typings, /acquire\(req: AcquireRequest, nowMs: number\)/);
 });
+
+// The glue modules this package writes by hand are JSDoc-typed against their
+// own declarations; checkJs holds the two together.
+const CHECKED_GLUE = ["errors.js", "gateway-port.js", "limiter.js"];
+
+test("the hand-written glue type-checks against its own .d.ts under checkJs", () => {
+  const args = ["--allowJs", "--checkJs", "--noEmit", "--strict", "--target", "es2022", "--lib", "es2022,dom", "--module", "nodenext", "--moduleResolution", "nodenext", "--skipLibCheck", "false"];
+  try {
+    execFileSync(process.execPath, [tsc, ...args, ...CHECKED_GLUE], { cwd: join(pkgDir, "glue"), encoding: "utf8" });
+  } catch (error) {
+    assert.fail(error.stdout);
+  }
+});

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { parse } from "smol-toml";
 import { brandClasses } from "./brand-classes.mjs";
-import { guardUninitialised, typingsForEs2022 } from "./glue-rewrites.mjs";
+import { guardUninitialised, hideStateTokens, typingsForEs2022 } from "./glue-rewrites.mjs";
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const config = parse(readFileSync(join(root, "wasm-pack.toml"), "utf8"));
@@ -132,7 +132,7 @@ for (const target of config.target) {
   const before = statSync(wasmPath).size;
   run(wasmOpt, [...config["wasm-opt"].flags, wasmPath, "-o", wasmPath]);
   const gluePath = join(outDir, `${OUT_NAME}.js`);
-  writeFileSync(gluePath, guardUninitialised(brandClasses(readFileSync(gluePath, "utf8"))));
+  writeFileSync(gluePath, hideStateTokens(guardUninitialised(brandClasses(readFileSync(gluePath, "utf8")))));
   const typesPath = join(outDir, `${OUT_NAME}.d.ts`);
   writeFileSync(typesPath, typingsForEs2022(readFileSync(typesPath, "utf8")));
   cpSync(packageReadme, join(outDir, "README.md"));

@@ -1,4 +1,4 @@
-// Two rewrites of what wasm-bindgen generates, each checked against the
+// Rewrites of what wasm-bindgen generates, each checked against the
 // shape it expects so a new wasm-bindgen cannot silently skip one.
 
 function replaceOnce(text, from, to, what) {
@@ -57,4 +57,25 @@ export function typingsForEs2022(source) {
   // The init function's one snake_case parameter name, as every other
   // parameter is named (a name in a declaration changes nothing at run time).
   return replaceOnce(out, "(module_or_path?:", "(moduleOrPath?:", "the init function's parameter");
+}
+
+// A state class's token method (how createGovernor recognises a state made
+// by this package) comes off the class: it would be public API there. What
+// is left is one module-private function the wasm imports, which finds the
+// token through the glue's brand maps, so only objects the glue made have
+// one and a freed object has none.
+const TOKEN_METHOD =
+  /\n {4}\/\*\*\n(?: {5}\*.*\n)*? {5}\*\/\n {4}pacelineStateToken\(\) \{\n {8}const ret = wasm\.(\w+)\(pacelineReceiver\(this, (PACELINE_OWNED_\w+), "\w+"\)\);\n {8}return ret;\n {4}\}/g;
+
+/** The glue with every state's token method turned into `pacelineStateToken(value)`. */
+export function hideStateTokens(source) {
+  const lookups = [];
+  const out = source.replace(TOKEN_METHOD, (_, wasmFn, owned) => {
+    lookups.push(`    ptr = ${owned}.get(value);\n    if (ptr) return wasm.${wasmFn}(ptr);`);
+    return "";
+  });
+  if (lookups.length !== 4 || out.includes("pacelineStateToken()")) {
+    throw new Error(`glue-rewrites: expected four state token methods of the known shape, found ${lookups.length}`);
+  }
+  return `${out}\nfunction pacelineStateToken(value) {\n    let ptr;\n${lookups.join("\n")}\n    return undefined;\n}\n`;
 }

@@ -190,6 +190,27 @@ describe("the API's one convention", () => {
     assert.match(error.message, /policy\.budgets\.maxRetryCount/);
   });
 
+  test("states go to createGovernor as they are, with no public handle; a freed state is refused", async () => {
+    const rateState = new P.LocalRateState();
+    const budgetState = new P.LocalBudgetState();
+    for (const state of [rateState, budgetState, new P.GatewayRateState(P.fetchPort({ fetch, baseUrl: "http://x" }))]) {
+      assert.equal("stateHandle" in state, false);
+      assert.equal("pacelineStateToken" in state, false);
+    }
+    const governor = P.createGovernor({ rateState, budgetState, resolvePacing: () => ({ unpaced: true }) });
+    assert.ok(governor instanceof P.Governor);
+    const lookAlike = Object.create(P.LocalRateState.prototype);
+    for (const rate of [lookAlike, { stateHandle: {} }, new P.LocalBudgetState()]) {
+      const error = await codeOf(() => P.createGovernor({ rateState: rate, resolvePacing: () => null }));
+      assert.match(error.message, /rateState must be a live GatewayRateState or LocalRateState/);
+    }
+    rateState.free();
+    const error = await codeOf(() => P.createGovernor({ rateState, resolvePacing: () => null }));
+    assert.match(error.message, /must be a live/);
+    // The governor made before keeps its own reference to the core state.
+    await (await governor.acquireToolSlot("t")).release();
+  });
+
   test("isPacelineError tells paceline's errors from others, by code too", () => {
     const error = Object.assign(new Error("x"), { name: "PacelineError", code: "ABORTED" });
     assert.equal(P.isPacelineError(error), true);

@@ -44,9 +44,10 @@ macro_rules! rate_state_methods {
         #[wasm_bindgen(js_class = $js)]
         impl $name {
             /// How `createGovernor` finds this state: a token only this
-            /// object hands out.
-            #[wasm_bindgen(getter, js_name = stateHandle, skip_typescript)]
-            pub fn state_handle(&self) -> JsValue {
+            /// object hands out. The build takes this method off the class
+            /// and keeps it module-private (see `registry`).
+            #[wasm_bindgen(js_name = pacelineStateToken, skip_typescript)]
+            pub fn state_token(&self) -> JsValue {
                 self.registration.token()
             }
 

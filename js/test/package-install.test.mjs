@@ -4,7 +4,7 @@
 // Node, and the typings compile under lib es2022 with skipLibCheck false.
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { before, describe, test } from "node:test";
@@ -62,6 +62,25 @@ describe("the packed package, installed in an empty directory", () => {
       assert.equal(out.trim(), "through the gateway");
     } finally {
       server.kill();
+    }
+  });
+
+  test("the README's Worker code type-checks against the package's typings (checkJs)", () => {
+    mkdirSync(join(app, "src"), { recursive: true });
+    writeFileSync(join(app, "src/index.js"), codeBlock(join(pkgDir, "README.md"), "src/index.js"));
+    writeFileSync(join(app, "governor-example.js"), codeBlock(join(pkgDir, "README.md"), "governor-example.js"));
+    const tsc = join(repoRoot, "js/node_modules/typescript/bin/tsc");
+    // Worker handlers' env and ctx are untyped in plain JS; everything the
+    // code does with paceline is checked.
+    const args = ["--allowJs", "--checkJs", "--noEmit", "--strict", "--noImplicitAny", "false"];
+    args.push("--target", "es2022", "--lib", "es2022,dom", "--module", "nodenext", "--moduleResolution", "nodenext");
+    try {
+      execFileSync(process.execPath, [tsc, ...args, "src/index.js", "governor-example.js"], {
+        cwd: app,
+        encoding: "utf8",
+      });
+    } catch (error) {
+      assert.fail(error.stdout);
     }
   });
 

@@ -188,9 +188,11 @@ impl JsGovernor {
         let read = || -> Result<_> {
             let o = ObjectArg::new(&input, "input")?;
             o.only(&["provider", "toolId", "retryAfterMs"])?;
+            // Rounded up: a wait the provider asked for is never cut short.
             let retry_after = o
-                .opt_millis("retryAfterMs")?
-                .ok_or_else(|| Error::invalid("input.retryAfterMs is required (ms)"))?;
+                .opt_duration("retryAfterMs")?
+                .ok_or_else(|| Error::invalid("input.retryAfterMs is required (ms)"))?
+                .ceil() as u64;
             Ok((
                 o.string("provider", MAX_ID_BYTES)?,
                 o.opt_string("toolId", MAX_ID_BYTES)?,

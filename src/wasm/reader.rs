@@ -231,15 +231,19 @@ impl ObjectArg {
             .transpose()
     }
 
-    /// A duration in milliseconds: a finite number >= 0, rounded to the
-    /// nearest whole one.
-    pub fn opt_millis(&self, key: &str) -> Result<Option<Millis>> {
+    /// A duration in milliseconds: a finite number >= 0, as given.
+    pub fn opt_duration(&self, key: &str) -> Result<Option<f64>> {
         self.get(key)?
             .map(|v| match v.as_f64() {
-                Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms.round() as Millis),
+                Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
                 _ => Err(wrong(&self.name(key), "a finite number >= 0", &v)),
             })
             .transpose()
+    }
+
+    /// A measured duration (a latency), rounded to the nearest millisecond.
+    pub fn opt_millis(&self, key: &str) -> Result<Option<Millis>> {
+        Ok(self.opt_duration(key)?.map(|ms| ms.round() as Millis))
     }
 
     /// A list of pacing rules, checked as the wire checks a request's.

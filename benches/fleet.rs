@@ -9,8 +9,9 @@ use std::time::Instant;
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, per_request_state,
-    provider_outage, ramp, saturated, shape_figures, sparse, time_to_reach, DEATHS_AT_MS,
-    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS,
+    provider_outage, ramp, saturated, shape_figures, slot_bound, sparse, time_to_reach,
+    DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS,
+    SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -112,6 +113,28 @@ fn main() {
                 format!(
                     "utilization {:.2}% of 20/s (10-110 s)",
                     r.dispatches_between(10_000, 110_000) as f64 / 2_000.0 * 100.0
+                )
+            },
+        );
+        let slots = slot_bound(h);
+        let secs = (slots.duration_ms - 10_000) as f64 / 1_000.0;
+        row(
+            "maxConcurrency 5, 8 x 4 callers, calls held 300 ms",
+            h,
+            &slots,
+            move |r| {
+                let rate = r.dispatches_between(10_000, 60_000) as f64 / secs;
+                let shares = &r.dispatches_by_isolate;
+                let mean = shares.iter().sum::<u64>() as f64 / shares.len() as f64;
+                let spread = shares
+                    .iter()
+                    .map(|&n| (n as f64 / mean - 1.0).abs())
+                    .fold(0.0, f64::max);
+                format!(
+                    "{rate:.1}/s, {:.1}% of the {SLOT_BOUND_RPS:.1}/s slot bound; max in flight {}; widest isolate share {:.0}% from equal",
+                    100.0 * rate / SLOT_BOUND_RPS,
+                    r.max_in_flight,
+                    100.0 * spread
                 )
             },
         );

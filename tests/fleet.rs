@@ -6,8 +6,8 @@ use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, per_request_state,
-    provider_outage, ramp, saturated, shape_figures, sparse, time_to_reach, DEATHS_AT_MS,
-    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS,
+    provider_outage, ramp, saturated, shape_figures, slot_bound, sparse, time_to_reach,
+    DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -62,6 +62,17 @@ fn turns_keep_gateway_round_trips_under_one_per_twenty_permits() {
         "a 1 s horizon is bounded by 21-permit blocks: {}",
         at_default.round_trips_per_permit()
     );
+}
+
+#[test]
+fn with_the_slots_binding_the_provider_never_holds_more_than_max_concurrency() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let config = slot_bound(horizon);
+        let r = run_fleet(&config);
+        assert!(r.max_in_flight <= 5, "{} in flight", r.max_in_flight);
+        assert!(r.rejections.is_empty(), "{} 429s", r.rejections.len());
+        assert_eq!(r.windows_over(20, 1_000), 0);
+    }
 }
 
 #[test]

@@ -595,11 +595,11 @@ fn a_429_for_a_tool_penalizes_the_bucket_its_permit_came_from() {
     });
     let cooldown = |id: &str| rig.bucket(id).and_then(|b| b.cooldown_until_ms);
     // The first acquire's permit came one default dispatch lead after it
-    // asked; the second bucket starts from the first one's clock, so its
-    // lead is half the in-process round trip (0) plus a millisecond.
+    // asked; the second bucket starts from the first one's clock, and an
+    // in-process gateway answers within the millisecond: no lead.
     assert_eq!(
         cooldown("org:apollo:cred-x"),
-        Some(T0 + DEFAULT_LEAD_MS + 1 + 2_000)
+        Some(T0 + DEFAULT_LEAD_MS + 2_000)
     );
     assert_eq!(cooldown("org:apollo:cred-y"), None);
     assert_eq!(cooldown("org:apollo"), None, "no org bucket was made");

@@ -126,8 +126,8 @@ fn the_first_request_asks_for_a_lead_and_later_ones_for_half_the_round_trip() {
         .collect();
     assert_eq!(
         leads,
-        [Some(DEFAULT_LEAD_MS), Some(1)],
-        "an in-process port answers at once"
+        [Some(DEFAULT_LEAD_MS), Some(0)],
+        "an in-process port answers within the millisecond: no lead"
     );
 }
 
@@ -374,12 +374,9 @@ fn the_local_rate_state_paces_with_its_own_scheduler() {
     let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
     let local = GatewayRateState::local(runtime, PacerOptions::default(), 1);
     // Its scheduler keeps a 25 ms window guard for late JS timers, so 10/s
-    // is spaced 102.5 ms.
-    let lead = DEFAULT_LEAD_MS;
-    assert_eq!(
-        times_of(&rt, &local, rate(10), 3),
-        [lead, lead + 103, lead + 205]
-    );
+    // is spaced 102.5 ms; it shares this clock, so the first permit needs
+    // no lead.
+    assert_eq!(times_of(&rt, &local, rate(10), 3), [0, 103, 205]);
 }
 
 #[test]

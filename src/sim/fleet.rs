@@ -108,6 +108,8 @@ pub struct FleetReport {
     pub errors: BTreeMap<&'static str, u64>,
     /// `(ms since start, effective req/s)` after every acquire the gateway answered.
     pub effective_rps: Vec<(Millis, f64)>,
+    /// Calls each isolate dispatched, by isolate.
+    pub dispatches_by_isolate: Vec<u64>,
     /// The budget: calls charged locally, and the gateway's counter.
     pub budget_used: u64,
     pub budget_counter_at_gateway: u64,
@@ -331,6 +333,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
                 port,
                 alive,
                 calls_left: Cell::new(0),
+                dispatched: Cell::new(0),
             })
         })
         .collect();
@@ -387,6 +390,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         max_in_flight: provider.max_in_flight(),
         errors: shared.errors.borrow().clone(),
         effective_rps: effective.borrow().clone(),
+        dispatches_by_isolate: isolates.iter().map(|i| i.dispatched.get()).collect(),
         budget_used: shared.budget_used.get(),
         budget_counter_at_gateway,
         budget_reserved_unused: isolates
@@ -404,6 +408,7 @@ struct Isolate {
     alive: Rc<Cell<bool>>,
     /// Open loop: calls still to come; the isolate is evicted at zero.
     calls_left: Cell<u64>,
+    dispatched: Cell<u64>,
 }
 
 /// What every call of the fleet shares.
@@ -477,6 +482,7 @@ impl Shared {
         }
         let now = self.rt.now_ms();
         self.waits.borrow_mut().push((now - arrived) as f64);
+        isolate.dispatched.set(isolate.dispatched.get() + 1);
         let reply = self.provider.begin(now);
         self.rt.sleep(self.call_latency_ms).await;
         self.provider.end();

@@ -47,6 +47,24 @@ pub fn concurrency_with_deaths(horizon_ms: Millis) -> FleetConfig {
 
 pub const DEATHS_AT_MS: Millis = 30_000;
 
+/// 8 isolates x 4 callers against `{20/s, maxConcurrency 5}`, each call
+/// held 300 ms at the provider: the slots bind at 5 / 0.3 s = 16.7 calls/s,
+/// under the rate, so what counts is how little of each slot's time goes
+/// idle between calls.
+pub fn slot_bound(horizon_ms: Millis) -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
+    c.isolates = 8;
+    c.callers_per_isolate = 4;
+    c.rule = PacingRule::new(20, 1_000).with_max_concurrency(5);
+    c.call_latency_ms = 300;
+    c.true_max_concurrency = Some(5);
+    c.duration_ms = 60_000;
+    c
+}
+
+/// Calls per second the slots of `slot_bound` allow.
+pub const SLOT_BOUND_RPS: f64 = 5.0 / 0.3;
+
 /// The provider's true limit is 40% of the configured 20 req/s until 60 s,
 /// then back at 20.
 pub fn hidden_limit(horizon_ms: Millis) -> FleetConfig {

@@ -65,12 +65,13 @@ impl ClockSync {
     }
 
     /// How far past its now the gateway should place this client's first
-    /// permit: the answer's trip back, rounded up.
+    /// permit: the answer's trip back, rounded up. None for a gateway that
+    /// answers within the millisecond (one in this isolate).
     pub fn lead_ms(&self) -> Millis {
-        if self.samples.is_empty() {
-            DEFAULT_LEAD_MS
-        } else {
-            self.rtt_ms.div_ceil(2) + 1
+        match (self.samples.is_empty(), self.rtt_ms) {
+            (true, _) => DEFAULT_LEAD_MS,
+            (false, 0) => 0,
+            (false, rtt) => rtt.div_ceil(2) + 1,
         }
     }
 }

@@ -136,6 +136,8 @@ struct Inner {
     /// time starts from it (its gateway is the same port), so its first
     /// permit needs no guessed lead.
     clock_seed: RefCell<ClockSync>,
+    /// The target of the last acquire (see [`GatewayRateState::target`]).
+    last_target: RefCell<Option<Rc<Target>>>,
 }
 
 /// Client side of the rate contract against a shared gateway.
@@ -158,6 +160,7 @@ impl GatewayRateState {
                 observe_refused: Cell::new(false),
                 riders_welcome: Cell::new(false),
                 clock_seed: RefCell::new(ClockSync::default()),
+                last_target: RefCell::new(None),
             }),
         }
     }
@@ -172,7 +175,15 @@ impl GatewayRateState {
         };
         let core = GatewayCore::new(config, seed).expect("the local config is valid");
         let port: Rc<dyn GatewayPort> = Rc::new(InProcessGateway::new(core, clock));
-        Self::new(port, rt, options)
+        let state = Self::new(port, rt, options);
+        // The scheduler shares this clock and answers at once: no lead.
+        let now = state.inner.rt.now_ms();
+        state
+            .inner
+            .clock_seed
+            .borrow_mut()
+            .sample(Some(now), now, now);
+        state
     }
 
     /// Waits for a permit of `req.bucket_id` and until its dispatch time.
@@ -183,16 +194,7 @@ impl GatewayRateState {
         if req.rules.is_empty() {
             return Ok(Permit::unpaced());
         }
-        let target = Target {
-            bucket_id: req.bucket_id.to_owned(),
-            token: req
-                .rate_scope_token
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned),
-            rules: req.rules.to_vec(),
-            rules_key: rules_signature(req.rules),
-        };
+        let target = self.target(&req);
         loop {
             if let Some(signal) = req.signal {
                 signal.check(|| permit_wait(req.bucket_id))?;
@@ -217,6 +219,36 @@ impl GatewayRateState {
                 continue;
             }
             self.await_refill(&target, req.signal).await?;
+        }
+    }
+
+    /// The refill target a request names. Callers of one bucket ask with
+    /// the same rules again and again, so the last target is kept rather
+    /// than its rules' signature written anew for every permit.
+    fn target(&self, req: &PermitRequest<'_>) -> Rc<Target> {
+        let token = req
+            .rate_scope_token
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        let mut last = self.inner.last_target.borrow_mut();
+        match &*last {
+            Some(t)
+                if t.bucket_id == req.bucket_id
+                    && t.token.as_deref() == token
+                    && t.rules == req.rules =>
+            {
+                t.clone()
+            }
+            _ => {
+                let target = Rc::new(Target {
+                    bucket_id: req.bucket_id.to_owned(),
+                    token: token.map(str::to_owned),
+                    rules: req.rules.to_vec(),
+                    rules_key: rules_signature(req.rules),
+                });
+                *last = Some(target.clone());
+                target
+            }
         }
     }
 

@@ -55,6 +55,20 @@ function addNodeGateway(outDir) {
   }
   const shipped = source.replace(repoImport, `import * as paceline from "./${OUT_NAME}_node.js";`);
   writeFileSync(join(outDir, NODE_GATEWAY), shipped.startsWith("#!") ? shipped : `#!/usr/bin/env node\n${shipped}`);
+  writeFileSync(
+    join(outDir, NODE_GATEWAY.replace(/\.mjs$/, ".d.mts")),
+    [
+      `import type { GatewayCore, GatewayCoreOptions } from "./${OUT_NAME}.js";`,
+      "/** A gateway in this process on loopback, in memory (a restart starts empty): for development and tests. */",
+      "export function startDevGateway(options?: {",
+      "  /** 0 picks a free port. */",
+      "  port?: number;",
+      "  secret?: string;",
+      "  options?: GatewayCoreOptions;",
+      "}): Promise<{ url: string; core: GatewayCore; close(): Promise<void> }>;",
+      "",
+    ].join("\n"),
+  );
 }
 
 function addEntries(outDir, glue, workerd) {
@@ -80,7 +94,7 @@ function addEntries(outDir, glue, workerd) {
     ].join("\n"),
   );
   writeFileSync(join(outDir, `${OUT_NAME}_node.d.ts`), `${typeReexports.join("\n")}\n`);
-  files.push(nodeEntry, `${OUT_NAME}_node.d.ts`, NODE_GATEWAY);
+  files.push(nodeEntry, `${OUT_NAME}_node.d.ts`, NODE_GATEWAY, NODE_GATEWAY.replace(/\.mjs$/, ".d.mts"));
   if (workerd) {
     const entry = `${OUT_NAME}_workerd.js`;
     writeFileSync(

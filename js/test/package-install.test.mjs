@@ -88,6 +88,8 @@ describe("the packed package, installed in an empty directory", () => {
     writeFileSync(
       join(app, "use.ts"),
       `import { createLimiter, isPacelineError, type PacelineError } from "paceline";
+import { startDevGateway } from "paceline/node-gateway";
+export const gateway: Promise<{ url: string }> = startDevGateway({ port: 0 });
 const limiter = createLimiter({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
 export async function use(): Promise<number> {
   try {

@@ -70,7 +70,7 @@ describe("the README's one-Worker quick start under wrangler", () => {
     assert.ok(existsSync(join(app, "dist/index.js")));
   });
 
-  test("served by wrangler's local dev server, 45 calls reach the API at most 20 in any second", async () => {
+  test("served by wrangler's local dev server, 45 calls reach the API at most 20 in any second", async (t) => {
     const { unstable_startWorker } = await import(join(repoRoot, "js/node_modules/wrangler/wrangler-dist/cli.js"));
     worker = await unstable_startWorker({
       config: join(app, "wrangler.toml"),
@@ -83,8 +83,10 @@ describe("the README's one-Worker quick start under wrangler", () => {
     assert.deepEqual(new Set(answers), new Set(["the API answered 200\n"]));
     assert.equal(arrivals.length, 45);
     const densest = densestWindow(arrivals, RULE.windowMs);
+    const spanMs = Math.max(...arrivals) - Math.min(...arrivals);
+    t.diagnostic(`45 calls over ${spanMs} ms, at most ${densest} in any ${RULE.windowMs} ms`);
     assert.ok(densest <= RULE.requestsPerWindow, `${densest} calls in one second`);
     // 45 calls at 20 a second span at least two windows.
-    assert.ok(Math.max(...arrivals) - Math.min(...arrivals) >= 2 * RULE.windowMs - 100);
+    assert.ok(spanMs >= 2 * RULE.windowMs - 100, `45 calls within ${spanMs} ms`);
   });
 });

@@ -172,6 +172,32 @@ describe("the API's one convention", () => {
     );
   });
 
+  test("a rate state's waitUntil gets every flush it starts: the refill, and the release that brings a lease back", async () => {
+    const core = new P.GatewayCore();
+    const released = [];
+    const port = {
+      acquire: (req) => core.acquire(req, Date.now()),
+      release: (req) => {
+        released.push(...req.leaseIds);
+        return core.release(req, Date.now());
+      },
+      penalize: (req) => core.penalize(req, Date.now()),
+      charge: (req) => core.charge(req, Date.now()),
+    };
+    const kept = [];
+    const state = new P.GatewayRateState(port, { waitUntil: (p) => kept.push(p) });
+    const permit = await state.acquire({ bucketId: "b", rules: [{ ...RULES[0], maxConcurrency: 1 }] });
+    const afterAcquire = kept.length;
+    assert.ok(afterAcquire >= 1, "the refill that fetched the block was registered");
+    const lease = permit.leaseId;
+    await permit.release();
+    assert.ok(kept.length > afterAcquire, "the release's flush was registered");
+    await Promise.all(kept);
+    assert.ok(released.includes(lease), "the lease is back at the gateway once the registered work is done");
+    const error = await codeOf(() => new P.LocalRateState({ waitUntil: {} }));
+    assert.match(error.message, /options\.waitUntil must be a function/);
+  });
+
   test("a call's answer without an HTTP status is INVALID_INPUT, not a success", async () => {
     const governor = P.createGovernor({ rateState: new P.LocalRateState(), resolvePacing: () => ({ unpaced: true }) });
     const error = await codeOf(() => governor.callTool("t", () => ({ ok: true })));

@@ -18,6 +18,7 @@ process.env.WRANGLER_SEND_METRICS = "false";
 const wranglerBin = join(repoRoot, "js/node_modules/wrangler/bin/wrangler.js");
 const readme = join(pkgDir, "README.md");
 const RULE = { requestsPerWindow: 20, windowMs: 1000 };
+const JITTER_MS = 50;
 
 const npm = (args, cwd) =>
   execFileSync("npm", [...args, "--offline", "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8" });
@@ -70,7 +71,7 @@ describe("the README's one-Worker quick start under wrangler", () => {
     assert.ok(existsSync(join(app, "dist/index.js")));
   });
 
-  test("served by wrangler's local dev server, 45 calls reach the API at most 20 in any second", async (t) => {
+  test("served by wrangler's local dev server, 45 calls reach the API at most 20 a second (50 ms of arrival jitter allowed)", async (t) => {
     const { unstable_startWorker } = await import(join(repoRoot, "js/node_modules/wrangler/wrangler-dist/cli.js"));
     worker = await unstable_startWorker({
       config: join(app, "wrangler.toml"),
@@ -82,10 +83,17 @@ describe("the README's one-Worker quick start under wrangler", () => {
     );
     assert.deepEqual(new Set(answers), new Set(["the API answered 200\n"]));
     assert.equal(arrivals.length, 45);
-    const densest = densestWindow(arrivals, RULE.windowMs);
+    // The gateway spaces dispatch times; arrivals here add the trip from
+    // workerd to this process, which on a loaded machine wanders by tens of
+    // milliseconds. So the rule is checked over any window shorter by that
+    // allowance (a call dispatched late by more would show up).
+    const densest = densestWindow(arrivals, RULE.windowMs - JITTER_MS);
     const spanMs = Math.max(...arrivals) - Math.min(...arrivals);
-    t.diagnostic(`45 calls over ${spanMs} ms, at most ${densest} in any ${RULE.windowMs} ms`);
-    assert.ok(densest <= RULE.requestsPerWindow, `${densest} calls in one second`);
+    t.diagnostic(
+      `45 calls over ${spanMs} ms; at most ${densest} in any ${RULE.windowMs - JITTER_MS} ms, ` +
+        `${densestWindow(arrivals, RULE.windowMs)} in any ${RULE.windowMs} ms`,
+    );
+    assert.ok(densest <= RULE.requestsPerWindow, `${densest} calls within ${RULE.windowMs - JITTER_MS} ms`);
     // 45 calls at 20 a second span at least two windows.
     assert.ok(spanMs >= 2 * RULE.windowMs - 100, `45 calls within ${spanMs} ms`);
   });

@@ -54,7 +54,14 @@ function readOptions(options) {
   if (typeof read.bucketId !== "string" || read.bucketId === "") {
     throw misuse("createLimiter: bucketId must be a non-empty string (the limit's name, shared by every isolate)");
   }
-  if (!Array.isArray(read.rules) || read.rules.length === 0) {
+  let rulesIsList;
+  try {
+    rulesIsList = Array.isArray(read.rules) && read.rules.length > 0;
+  } catch (cause) {
+    // A revoked Proxy cannot even be asked whether it is an array.
+    throw misuse("createLimiter: rules could not be read", cause);
+  }
+  if (!rulesIsList) {
     throw misuse("createLimiter: rules must be a non-empty array, e.g. [{ requestsPerWindow: 20, windowMs: 1000 }]");
   }
   if (read.waitUntil !== undefined && typeof read.waitUntil !== "function") {

@@ -10,6 +10,12 @@ import { paceline as P } from "../lib/node-package.mjs";
 
 const RULES = [{ requestsPerWindow: 5, windowMs: 1000 }];
 
+function revokedProxy() {
+  const { proxy, revoke } = Proxy.revocable([], {});
+  revoke();
+  return proxy;
+}
+
 async function codeOf(fn) {
   try {
     await fn();
@@ -59,6 +65,7 @@ describe("createLimiter", () => {
       [{ bucketId: "b", rules: [] }, /rules must be a non-empty array/],
       [{ bucketId: "b", rules: RULES, maxWait: 5 }, /maxWait is not a known option/],
       [{ bucketId: "b", rules: RULES, waitUntil: 3 }, /waitUntil must be a function/],
+      [{ bucketId: "b", rules: revokedProxy() }, /rules could not be read/],
       [
         new Proxy(
           {},

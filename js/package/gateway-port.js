@@ -34,13 +34,14 @@ export function gatewayPort(env, options) {
     if (typeof bindingName !== "string") throw misuse("gatewayPort: options.bindingName must be a string");
     namespace =
       typeof env === "object" && env !== null ? /** @type {Record<string, unknown>} */ (env)[bindingName] : undefined;
+    if (typeof namespace?.idFromName !== "function") namespace = undefined;
   } catch (cause) {
     if (isPacelineError(cause, "INVALID_INPUT")) throw cause;
     const error = misuse("gatewayPort: env or options could not be read");
     error.cause = cause;
     throw error;
   }
-  if (typeof namespace?.idFromName !== "function") {
+  if (namespace === undefined) {
     throw misuse(
       `gatewayPort: env.${bindingName} is not a Durable Object namespace binding; add ` +
         `[[durable_objects.bindings]] name = "${bindingName}", class_name = "PacelineGateway" ` +

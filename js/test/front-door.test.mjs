@@ -102,6 +102,15 @@ describe("gatewayPort", () => {
     const error = await codeOf(() => P.gatewayPort({}));
     assert.match(error.message, /PACELINE_GATEWAY.*durable_objects\.bindings/s);
     assert.match((await codeOf(() => P.gatewayPort({}, { bindingName: 7 }))).message, /bindingName must be a string/);
+    const throwing = new Proxy(
+      {},
+      {
+        get() {
+          throw new Error("trap");
+        },
+      },
+    );
+    assert.match((await codeOf(() => P.gatewayPort({ PACELINE_GATEWAY: throwing }))).message, /could not be read/);
     assert.equal(
       (
         await codeOf(() =>

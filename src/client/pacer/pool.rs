@@ -15,9 +15,9 @@
 use std::collections::HashMap;
 
 use super::{GatewayRateState, REFILL_POLL_MS};
-use crate::rt::{abortable, AbortSignal, LocalBoxFuture};
 use crate::error::Result;
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
+use crate::rt::{abortable, AbortSignal, LocalBoxFuture};
 use crate::time::Millis;
 
 /// A kept lease is renewed this often (on an acquire that carries it), so

@@ -14,6 +14,9 @@ cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --target wasm32-unknown-unknown -- -D warnings
 
+step "JS format and lints (Biome, pinned in js/package.json; the files js/biome.json lists)"
+(cd js && node_modules/.bin/biome check .)
+
 step "the native core builds without the JS binding crates"
 if cargo tree -e normal --prefix none | grep -E '^(wasm-bindgen|js-sys|web-sys|wasm-bindgen-futures) '; then
   echo "a JS binding crate is in the native dependency tree" >&2

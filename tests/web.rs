@@ -82,9 +82,11 @@ fn budget_error_crosses_to_js_with_its_fields() {
     assert_eq!(prop(&thrown, "key").as_string().unwrap(), "retry");
     assert_eq!(prop(&thrown, "observed").as_f64(), Some(4.0));
     assert_eq!(prop(&thrown, "limit").as_f64(), Some(3.0));
+    // The runtime's own words, then the policy field that sets the limit.
     assert_eq!(
         prop(&thrown, "message").as_string().unwrap(),
-        "Play execution retry budget exceeded (4/3)."
+        "Play execution retry budget exceeded (4/3). \
+         Raise policy.budgets.maxRetryCount in createGovernor's options to allow more."
     );
 }
 

@@ -12,7 +12,7 @@ const PROVIDER = "provider";
 let rateState;
 
 export default {
-  async fetch(request, env) {
+  async fetch(request, env, ctx) {
     const url = new URL(request.url);
     const rows = Number(url.searchParams.get("rows") ?? "10");
     const token = url.searchParams.get("token");
@@ -27,7 +27,9 @@ export default {
       rateState,
       resolvePacing: () => ({ provider: PROVIDER, rules }),
       // With a credential-scoped token the run draws from that bucket.
-      resolveRateScope: token ? () => ({ bucketId: `${ORG}:${PROVIDER}`, token }) : undefined,
+      resolveRateScope: token ? () => ({ bucketId: `${ORG}:${PROVIDER}`, rateScopeToken: token }) : undefined,
+      // Each release callTool makes outlives this response.
+      waitUntil: ctx.waitUntil.bind(ctx),
     });
     let enriched = 0;
     let gaveUp = 0;

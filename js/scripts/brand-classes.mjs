@@ -41,7 +41,11 @@ function brandClass(name, body) {
   // Where the glue makes an object (constructor, __wrap), record it.
   const made = /^(\s*)(this|obj)\.__wbg_ptr = (?!0;)([^;]+);$/gm;
   const makes = count(out, made);
-  out = out.replace(made, (_, indent, who, value) => `${indent}${who}.__wbg_ptr = ${value};\n${indent}${owned}.set(${who}, ${who}.__wbg_ptr);`);
+  out = out.replace(
+    made,
+    (_, indent, who, value) =>
+      `${indent}${who}.__wbg_ptr = ${value};\n${indent}${owned}.set(${who}, ${who}.__wbg_ptr);`,
+  );
   // free(): the pointer comes from (and leaves) the brand map.
   const destroy = "const ptr = this.__wbg_ptr;\n        this.__wbg_ptr = 0;";
   if (!out.includes(destroy)) throw new Error(`brand-classes: ${name} has no __destroy_into_raw of the expected shape`);

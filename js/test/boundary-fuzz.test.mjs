@@ -73,6 +73,8 @@ function hostileValues() {
     aborted.signal,
     new AbortController().signal,
     { stateHandle: 0 }, { stateHandle: {} }, { __wbg_ptr: 8 },
+    { PACELINE_GATEWAY: { idFromName: thrower, get: thrower } },
+    { PACELINE_GATEWAY: { idFromName: (name) => name, get: () => ({ fetch: async () => new Response("not json") }) } },
   ];
 }
 
@@ -86,6 +88,7 @@ function validInputs() {
     permit: { bucketId: "b", rules: R },
     budget: { rootRunId: "r", charges: [{ key: "toolCall", amount: 1, limit: 5 }] },
     options: {},
+    limiter: { bucketId: "b", rules: R, maxWaitMs: 100 },
     string: "b",
     now: NOW,
   };
@@ -159,8 +162,12 @@ async function receivers(rand, hostile) {
     ToolLease: lease,
     WorkLease: await governor.acquireRowSlot(),
     PacelineGateway: new P.PacelineGateway(fakeState(), {}),
+    Limiter: P.createLimiter({ port: hostilePort(rand, hostile), bucketId: "b", rules: R, maxWaitMs: 100 }),
   };
 }
+
+/** The limiter is a plain object of closures: its methods, called on any receiver. */
+const LIMITER_METHODS = ["schedule", "acquire"];
 
 /** The exported functions and every method of every exported class. */
 function targets() {
@@ -185,6 +192,9 @@ function targets() {
       if (typeof f !== "function") continue;
       out.push({ name: `${name}#${key}`, cls: name, call: (self, args) => f.apply(self, args), arity: d.get ? 0 : f.length });
     }
+  }
+  for (const key of LIMITER_METHODS) {
+    out.push({ name: `Limiter#${key}`, cls: "Limiter", limiterMethod: key, arity: 2 });
   }
   return out;
 }
@@ -255,7 +265,10 @@ test(`every exported function and method survives ${CASES} hostile calls (seed $
         }
       }
       counts.calls++;
-      const verdict = await judge(() => target.call(self, args), passedThrough);
+      const call = target.limiterMethod
+        ? () => live.Limiter[target.limiterMethod].apply(self, args)
+        : () => target.call(self, args);
+      const verdict = await judge(call, passedThrough);
       if (verdict.finding) {
         const key = `${target.name}: ${verdict.finding}`;
         if (!findings.has(key)) findings.set(key, `case ${i}, args ${args.map(describeArg).join(", ")}`);

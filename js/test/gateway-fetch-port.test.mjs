@@ -112,7 +112,7 @@ describe("the client's codec, through a GatewayClient", () => {
       (error) => {
         assert.ok(error instanceof Error);
         assert.equal(error.code, "BUDGET_EXCEEDED");
-        assert.equal(error.message, message);
+        assert.ok(error.message.startsWith(message), error.message);
         assert.equal(error.key, "toolCall");
         assert.equal(error.observed, 4);
         assert.equal(error.limit, 3);

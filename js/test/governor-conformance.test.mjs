@@ -86,11 +86,11 @@ describe("pacing as the TypeScript runtime resolves it", () => {
 
   test("a rate scope without bucketId falls back to the org bucket, keeping its token", async () => {
     const { seen, rateState } = recordingPort();
-    const gov = governor(rateState, { resolveRateScope: () => ({ token: "tok" }) });
+    const gov = governor(rateState, { resolveRateScope: () => ({ rateScopeToken: "tok" }) });
     await (await gov.acquireToolSlot("apollo.search")).release();
     assert.equal(seen.acquire[0].bucketId, "org:apollo");
     assert.equal(seen.acquire[0].rateScopeToken, "tok");
-    const long = governor(rateState, { resolveRateScope: () => ({ bucketId: "org:apollo:cred", token: "t".repeat(600) }) });
+    const long = governor(rateState, { resolveRateScope: () => ({ bucketId: "org:apollo:cred", rateScopeToken: "t".repeat(600) }) });
     await (await long.acquireToolSlot("apollo.search")).release();
     assert.equal(seen.acquire.at(-1).rateScopeToken.length, 600, "a token may be longer than an id");
     const bad = governor(rateState, { resolveRateScope: () => ({ bucketId: 7 }) });
@@ -202,7 +202,7 @@ describe("a failed penalize", () => {
 
   test("a 429 for a tool lands in its remembered scope under another provider name", async () => {
     const { seen, rateState } = recordingPort();
-    const gov = governor(rateState, { resolveRateScope: (toolId) => ({ bucketId: `org:apollo:${toolId}`, token: "t" }) });
+    const gov = governor(rateState, { resolveRateScope: (toolId) => ({ bucketId: `org:apollo:${toolId}`, rateScopeToken: "t" }) });
     await (await gov.acquireToolSlot("apollo.search")).release();
     await gov.reportProviderBackpressure({ provider: "Apollo.io", toolId: "apollo.search", retryAfterMs: 1000 });
     assert.equal(seen.penalize[0].bucketId, "org:apollo:apollo.search");

@@ -2,7 +2,7 @@
 // use of the public API compiles, and misuses are refused.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -15,7 +15,7 @@ function check(source) {
   const file = join(dir, "use.ts");
   writeFileSync(file, source.replaceAll("PKG", join(pkgDir, "index.js")));
   try {
-    execFileSync(process.execPath, [tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "nodenext", "--moduleResolution", "nodenext", "--lib", "esnext,dom", "--skipLibCheck", "false", file], { stdio: "pipe" });
+    execFileSync(process.execPath, [tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "nodenext", "--moduleResolution", "nodenext", "--lib", "es2022,dom", "--skipLibCheck", "false", file], { stdio: "pipe" });
     return "";
   } catch (error) {
     return error.stdout.toString();
@@ -40,7 +40,7 @@ const governor = createGovernor({
 });
 async function use(): Promise<number> {
   const lease = await governor.acquireToolSlot("p.search", undefined);
-  lease.release();
+  await lease.release();
   const answer = await governor.callTool("p.search", () => fetch("http://p"), { retrySafe: true });
   return answer.status + (first ?? 0) + (leases ?? 0) + token.length;
 }
@@ -70,7 +70,7 @@ const governor = createGovernor({
   scope: { orgId: "o", rootRunId: "r" },
   rateState: new LocalRateState(),
   resolvePacing: (toolId) => (toolId === "fmt" ? unpaced : null),
-  resolveRateScope: () => ({ token: "t" }),
+  resolveRateScope: () => ({ rateScopeToken: "t" }),
   builtinPacing: { "p.search": { provider: "p", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] }, "fmt": { unpaced: true } },
   toolLatencyMs: { "p.search": 800 },
   playId: "root-play",
@@ -97,4 +97,62 @@ createGovernor({ ...base, playId: 7 });
 createGovernor(base).forkInlineChild({ childPlayName: "b" });
 `);
   for (const line of [4, 5, 6, 7]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
+});
+
+test("the front door's API is typed: limiter, gatewayPort, generic callTool, waitUntil, the error guard", () => {
+  const errors = check(`
+import { createGovernor, createLimiter, gatewayPort, isPacelineError, GatewayRateState, type PacelineGatewayNamespace } from "PKG";
+declare const env: { PACELINE_GATEWAY: PacelineGatewayNamespace };
+declare const ctx: { waitUntil(promise: Promise<unknown>): void };
+const limiter = createLimiter({ port: gatewayPort(env), bucketId: "api", rules: [{ requestsPerWindow: 20, windowMs: 1000 }] });
+const rateState = new GatewayRateState(gatewayPort(env), { waitUntil: ctx.waitUntil.bind(ctx) });
+const governor = createGovernor({ rateState, resolvePacing: () => ({ unpaced: true }), waitUntil: ctx.waitUntil.bind(ctx) });
+interface MyAnswer { status: number; items: string[] }
+async function use(): Promise<number> {
+  const n: number = await limiter.schedule(async () => 3, { waitUntil: ctx.waitUntil.bind(ctx) });
+  const answer = await governor.callTool("t", async (): Promise<MyAnswer> => ({ status: 200, items: ["a"] }));
+  const items: string[] = answer.items;
+  const row = await governor.acquireRowSlot();
+  const released: Promise<void> = row.release();
+  await released;
+  rateState.observeSuccess({ bucketId: "api" });
+  try { await limiter.acquire(); } catch (e) { if (isPacelineError(e, "ABORTED")) return e.code.length; }
+  return n + items.length;
+}
+void use;
+`);
+  assert.equal(errors, "", errors);
+});
+
+test("misuses of the front door are refused by the types", () => {
+  const errors = check(`
+import { createLimiter, LocalRateState, createGovernor } from "PKG";
+createLimiter({ rules: [{ requestsPerWindow: 20, windowMs: 1000 }] });
+new LocalRateState().observeSuccess("bucket");
+createGovernor({ rateState: new LocalRateState(), resolvePacing: () => null, resolveRateScope: () => ({ token: "t" }) });
+void new LocalRateState().stateHandle;
+`);
+  for (const line of [3, 4, 5, 6]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
+});
+
+test("the typings use camelCase parameter names and carry no doc artifacts", () => {
+  // The API, without the raw module's export list that follows it.
+  const typings = readFileSync(join(pkgDir, "paceline.d.ts"), "utf8").split("export type InitInput")[0];
+  assert.doesNotMatch(typings, /[(,]\s*[a-z]+_[a-z_]+\??:/, "a snake_case parameter");
+  assert.doesNotMatch(typings, /r" /, "a raw-string doc artifact");
+  assert.doesNotMatch(typings, /stateHandle|GatewayPortLike/);
+  assert.match(typings, /acquire\(req: AcquireRequest, nowMs: number\)/);
+});
+
+// The glue modules this package writes by hand are JSDoc-typed against their
+// own declarations; checkJs holds the two together.
+const CHECKED_GLUE = ["errors.js", "gateway-port.js", "limiter.js"];
+
+test("the hand-written glue type-checks against its own .d.ts under checkJs", () => {
+  const args = ["--allowJs", "--checkJs", "--noEmit", "--strict", "--target", "es2022", "--lib", "es2022,dom", "--module", "nodenext", "--moduleResolution", "nodenext", "--skipLibCheck", "false"];
+  try {
+    execFileSync(process.execPath, [tsc, ...args, ...CHECKED_GLUE], { cwd: join(pkgDir, "glue"), encoding: "utf8" });
+  } catch (error) {
+    assert.fail(error.stdout);
+  }
 });

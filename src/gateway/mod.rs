@@ -193,7 +193,7 @@ impl GatewayCore {
                     &mut self.ids,
                 );
                 let grant = if slots.kept.is_empty() && slots.new.is_empty() {
-                    bucket.refuse_for_slots(now)
+                    bucket.refuse_for_slots(now, slots.first_waiter)
                 } else {
                     // A client that keeps slots and got fewer new ones than
                     // it asked for serves its callers with its own for a

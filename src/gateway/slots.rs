@@ -124,6 +124,9 @@ pub(crate) struct SlotGrant {
     pub kept: Vec<String>,
     /// New leases with the time each may start its first call.
     pub new: Vec<(String, u64)>,
+    /// Nobody waited for a slot before this client: the slots are held by
+    /// clients that give them back when done, likely soon.
+    pub first_waiter: bool,
 }
 
 impl Bucket {
@@ -203,19 +206,30 @@ impl Bucket {
             self.leases.streams.chains.insert(id, now);
             new.push((format_lease_id(id), ceil_ms(at)));
         }
-        SlotGrant { kept, new }
+        SlotGrant {
+            kept,
+            new,
+            first_waiter: !contended,
+        }
     }
 
     fn slot_count(&self) -> u64 {
         self.max_concurrency().unwrap_or(1).max(1)
     }
 
-    /// A client refused a slot: no times, and its turn at the slots.
-    pub fn refuse_for_slots(&mut self, now: Micros) -> Grant {
+    /// A client refused a slot: no times, and its turn at the slots (a
+    /// short retry for the first to wait, as no chain has been cut short
+    /// for it yet and a holder done with its slot gives it back soon).
+    pub fn refuse_for_slots(&mut self, now: Micros, first_waiter: bool) -> Grant {
+        let wait_ms = if first_waiter {
+            CONCURRENCY_RETRY_MS
+        } else {
+            self.slot_retry_ms(now)
+        };
         Grant {
             times: Vec::new(),
             lease_ids: Some(Vec::new()),
-            wait_ms: self.slot_retry_ms(now),
+            wait_ms,
         }
     }
 

@@ -110,7 +110,9 @@ impl Governor {
         loop {
             let sent_at = self.shared.runtime.now_ms();
             let outcome = call(attempt).await;
-            lease.release();
+            // The release's flush is background work the host must let
+            // finish (a Worker's `waitUntil`), though the caller moves on.
+            self.shared.runtime.spawn(lease.release_settled());
             let quota = match &outcome {
                 Ok(response) => response.quota_headers.report(sent_at),
                 Err(_) => None,

@@ -19,8 +19,8 @@ pub use endpoint::{owner_name, route, Endpoint, Owner, Route, BUCKET_VIEW_PREFIX
 pub use error_body::{ErrorBody, ErrorFields};
 pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};
 pub use rate::{
-    AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, PermitTarget,
-    ReleaseRequest, ReleaseResponse, LEASE_CHAIN_MS,
+    AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
+    ReleaseResponse, LEASE_CHAIN_MS,
 };
 pub(crate) use rule::rules_from;
 pub use rule::{has_concurrency, rules_signature, PacingRule};

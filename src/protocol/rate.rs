@@ -99,28 +99,6 @@ impl Decode for AcquireRequest {
 /// gives a lease back at its chain's end without asking first.
 pub const LEASE_CHAIN_MS: u64 = 3_000;
 
-/// What a caller hands the pacer: a bucket, its scope token and its rules
-/// (the client-side half of an acquire; the pacer decides `requested`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PermitTarget {
-    pub bucket_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rate_scope_token: Option<String>,
-    pub rules: Vec<PacingRule>,
-}
-
-impl Decode for PermitTarget {
-    fn from_value(value: &Value) -> Result<Self> {
-        let f = as_object(value, "")?;
-        Ok(PermitTarget {
-            bucket_id: f.string("bucketId", limits::MAX_ID_BYTES)?.to_owned(),
-            rate_scope_token: scope_token(&f)?,
-            rules: rules_from(&f, "rules")?,
-        })
-    }
-}
-
 /// The gateway's answer to an acquire. `granted == 0` is a refusal with the
 /// time to wait, not an error.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -13,11 +13,20 @@ use crate::time::{Clock, Millis};
 
 pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
-/// A clock, a timer, and a way to run work in the background (batched
-/// releases). Dropping a sleep future must cancel its timer.
+/// A clock, a timer, and a way to run work in the background. Dropping a
+/// sleep future must cancel its timer.
 pub trait Runtime: Clock {
     fn sleep(&self, ms: Millis) -> LocalBoxFuture<'static, ()>;
+    /// Background work that ends soon and must not be cut short (a batched
+    /// release, returned times, a refill): a Worker's runtime registers it
+    /// with the request's `waitUntil`, so the request's end does not strand
+    /// a lease.
     fn spawn(&self, task: LocalBoxFuture<'static, ()>);
+    /// Background work that lives as long as a state does (a watch over
+    /// cached permits): registering it would hold a request open for ever.
+    fn spawn_watch(&self, task: LocalBoxFuture<'static, ()>) {
+        self.spawn(task)
+    }
 }
 
 impl<R: Runtime + ?Sized> Runtime for Rc<R> {
@@ -27,6 +36,10 @@ impl<R: Runtime + ?Sized> Runtime for Rc<R> {
 
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
         (**self).spawn(task)
+    }
+
+    fn spawn_watch(&self, task: LocalBoxFuture<'static, ()>) {
+        (**self).spawn_watch(task)
     }
 }
 

@@ -57,21 +57,15 @@ fn charge_promise(state: Rc<dyn BudgetState>, input: JsValue) -> js_sys::Promise
 
 /// The methods both budget-state classes share; only their constructors
 /// differ.
-macro_rules! budget_state_class {
-    ($(#[$doc:meta])* $name:ident, $js:ident) => {
-        $(#[$doc])*
-        #[wasm_bindgen(js_name = $js)]
-        pub struct $name {
-            pub(crate) inner: Rc<dyn BudgetState>,
-            registration: Registration,
-        }
-
+macro_rules! budget_state_methods {
+    ($name:ident, $js:ident) => {
         #[wasm_bindgen(js_class = $js)]
         impl $name {
             /// How `createGovernor` finds this state: a token only this
-            /// object hands out.
-            #[wasm_bindgen(getter, js_name = stateHandle, skip_typescript)]
-            pub fn state_handle(&self) -> JsValue {
+            /// object hands out. The build takes this method off the class
+            /// and keeps it module-private (see `registry`).
+            #[wasm_bindgen(js_name = pacelineStateToken, skip_typescript)]
+            pub fn state_token(&self) -> JsValue {
                 self.registration.token()
             }
 
@@ -90,29 +84,37 @@ macro_rules! budget_state_class {
         impl $name {
             fn keep(inner: Rc<dyn BudgetState>) -> Self {
                 let registration = Registration::budget(&inner);
-                $name { inner, registration }
+                $name {
+                    inner,
+                    registration,
+                }
             }
         }
     };
 }
 
-budget_state_class!(
-    /// Budget counters reserved at the gateway in blocks.
-    JsGatewayBudgetState,
-    GatewayBudgetState
-);
+/// Budget counters reserved at the gateway in blocks.
+#[wasm_bindgen(js_name = GatewayBudgetState)]
+pub struct JsGatewayBudgetState {
+    pub(crate) inner: Rc<dyn BudgetState>,
+    registration: Registration,
+}
 
-budget_state_class!(
-    /// Budget counters in this isolate's memory.
-    JsLocalBudgetState,
-    LocalBudgetState
-);
+/// Budget counters in this isolate's memory.
+#[wasm_bindgen(js_name = LocalBudgetState)]
+pub struct JsLocalBudgetState {
+    pub(crate) inner: Rc<dyn BudgetState>,
+    registration: Registration,
+}
+
+budget_state_methods!(JsGatewayBudgetState, GatewayBudgetState);
+budget_state_methods!(JsLocalBudgetState, LocalBudgetState);
 
 #[wasm_bindgen(js_class = GatewayBudgetState)]
 impl JsGatewayBudgetState {
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "GatewayPortLike")] port: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "GatewayTransport")] port: JsValue,
         #[wasm_bindgen(unchecked_optional_param_type = "GatewayBudgetStateOptions")]
         options: JsValue,
     ) -> Result<JsGatewayBudgetState, JsValue> {
@@ -124,7 +126,7 @@ impl JsGatewayBudgetState {
             None => None,
         };
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
-        let rt: Rc<dyn Runtime> = Rc::new(JsRuntime);
+        let rt: Rc<dyn Runtime> = Rc::new(JsRuntime::default());
         Ok(Self::keep(Rc::new(
             GatewayBudgetState::new(port, rt, random_seed()).with_run_scope_token(token),
         )))

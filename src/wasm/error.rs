@@ -10,6 +10,7 @@ use js_sys::Reflect;
 use wasm_bindgen::JsValue;
 
 use crate::error::{Detail, Error, ErrorCode, HostCause};
+use crate::protocol::BudgetKind;
 
 /// A JS value an error carries as its cause.
 struct Kept {
@@ -47,6 +48,28 @@ pub(crate) fn keep(value: JsValue) -> HostCause {
     HostCause::new(Kept { value, said: None })
 }
 
+/// A budget kind by the name `chargeBudget` takes.
+pub(crate) fn budget_kind(kind: &str) -> crate::error::Result<BudgetKind> {
+    BudgetKind::from_key(kind).ok_or_else(|| {
+        Error::invalid(format!(
+            "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {kind:?}"
+        ))
+    })
+}
+
+/// The `createGovernor` policy field that sets a budget key's limit, for
+/// the message of its `BUDGET_EXCEEDED`.
+fn budget_setting(key: &str) -> Option<&'static str> {
+    if let Some(kind) = BudgetKind::from_key(key) {
+        return Some(kind.limit_name());
+    }
+    Some(match key {
+        "depth" => "maxDepth",
+        k if k.starts_with("childPerParent") => "maxChildPlayCallsPerParent",
+        _ => return None,
+    })
+}
+
 fn set(target: &JsValue, key: &str, value: JsValue) {
     // Setting a plain data property on a fresh Error cannot throw.
     let _ = Reflect::set(target, &JsValue::from_str(key), &value);
@@ -75,7 +98,19 @@ impl From<Error> for JsValue {
             Some(Kept { value, said: None }) => set(&options, "cause", value.clone()),
             None => {}
         }
-        let js = js_sys::Error::new_with_options(&e.message, &options);
+        let message = match (&e.code, &e.detail) {
+            (ErrorCode::BudgetExceeded, Some(Detail::Budget { key, .. })) => {
+                match budget_setting(key) {
+                    Some(field) => format!(
+                        "{} Raise policy.budgets.{field} in createGovernor's options to allow more.",
+                        e.message
+                    ),
+                    None => e.message.clone(),
+                }
+            }
+            _ => e.message.clone(),
+        };
+        let js = js_sys::Error::new_with_options(&message, &options);
         js.set_name("PacelineError");
         let target: JsValue = js.into();
         set(&target, "code", JsValue::from_str(e.code.as_str()));

@@ -112,7 +112,7 @@ impl JsGatewayCore {
     pub fn acquire(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "AcquireRequest")] req: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
+        #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (req, now): (AcquireRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
         respond(self.core.acquire(&req, now))
@@ -122,7 +122,7 @@ impl JsGatewayCore {
     pub fn release(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "ReleaseRequest")] req: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
+        #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (req, now): (ReleaseRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
         respond(self.core.release(&req, now))
@@ -132,7 +132,7 @@ impl JsGatewayCore {
     pub fn penalize(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "PenalizeRequest")] req: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
+        #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (req, now): (PenalizeRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
         respond(self.core.penalize(&req, now))
@@ -142,7 +142,7 @@ impl JsGatewayCore {
     pub fn charge(
         &mut self,
         #[wasm_bindgen(unchecked_param_type = "ChargeRequest")] req: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
+        #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (req, now): (ChargeRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
         respond(self.core.charge(&req, now))
@@ -152,9 +152,10 @@ impl JsGatewayCore {
     #[wasm_bindgen(unchecked_return_type = "BucketView | null")]
     pub fn bucket(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "string")] bucket_id: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "string | null")] token: JsValue,
+        #[wasm_bindgen(js_name = bucketId, unchecked_param_type = "string")] bucket_id: JsValue,
+        #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
+        #[wasm_bindgen(js_name = rateScopeToken, unchecked_optional_param_type = "string | null")]
+        token: JsValue,
     ) -> Result<JsValue, JsValue> {
         let bucket_id = string(&bucket_id, "bucketId", limits::MAX_ID_BYTES)?;
         let now = time(&now_ms, "nowMs")?;
@@ -178,7 +179,7 @@ impl JsGatewayCore {
         #[wasm_bindgen(unchecked_param_type = "string")] method: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
         #[wasm_bindgen(unchecked_param_type = "Uint8Array | string")] body: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] now_ms: JsValue,
+        #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let method = string(&method, "method", 16)?;
         let now = time(&now_ms, "nowMs")?;
@@ -314,8 +315,8 @@ fn respond<T: Serialize>(result: Result<T, Error>) -> Result<JsValue, JsValue> {
 #[wasm_bindgen(js_name = mintRateScopeToken)]
 pub fn mint_rate_scope_token(
     #[wasm_bindgen(unchecked_param_type = "string")] secret: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "string")] bucket_id: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "number")] expires_at_ms: JsValue,
+    #[wasm_bindgen(js_name = bucketId, unchecked_param_type = "string")] bucket_id: JsValue,
+    #[wasm_bindgen(js_name = expiresAtMs, unchecked_param_type = "number")] expires_at_ms: JsValue,
 ) -> Result<String, JsValue> {
     mint(
         gateway::mint_rate_scope_token,
@@ -330,8 +331,8 @@ pub fn mint_rate_scope_token(
 #[wasm_bindgen(js_name = mintRunScopeToken)]
 pub fn mint_run_scope_token(
     #[wasm_bindgen(unchecked_param_type = "string")] secret: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "string")] root_run_id: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "number")] expires_at_ms: JsValue,
+    #[wasm_bindgen(js_name = rootRunId, unchecked_param_type = "string")] root_run_id: JsValue,
+    #[wasm_bindgen(js_name = expiresAtMs, unchecked_param_type = "number")] expires_at_ms: JsValue,
 ) -> Result<String, JsValue> {
     mint(
         gateway::mint_run_scope_token,

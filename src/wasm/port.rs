@@ -223,7 +223,7 @@ impl JsGatewayClient {
 impl JsGatewayClient {
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "GatewayPortLike")] transport: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "GatewayTransport")] transport: JsValue,
     ) -> std::result::Result<JsGatewayClient, JsValue> {
         Ok(JsGatewayClient {
             port: Rc::new(JsPort::new(transport)?),

@@ -7,14 +7,16 @@
 //! measured, then validated by the wire decoder; functions, signals and
 //! states are read field by field.
 
-use js_sys::{Array, JsString, Promise, Reflect};
+use js_sys::{Array, Function, JsString, Promise, Reflect};
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use super::error::keep;
 use crate::error::{Detail, Error, Result};
-use crate::protocol::{decode, limits, Message};
+use crate::json::as_object;
+use crate::protocol::{decode, limits, rules_from, Message, PacingRule};
+use crate::time::Millis;
 
 #[wasm_bindgen]
 extern "C" {
@@ -208,6 +210,56 @@ impl ObjectArg {
         self.get(key)?
             .map(|v| integer(&v, &self.name(key), max))
             .transpose()
+    }
+
+    /// A required string field.
+    pub fn string(&self, key: &str, max_bytes: usize) -> Result<String> {
+        self.opt_string(key, max_bytes)?.ok_or_else(|| {
+            Error::invalid(format!("{} must be a string, got nothing", self.name(key)))
+        })
+    }
+
+    pub fn opt_function(&self, key: &str) -> Result<Option<Function>> {
+        self.get(key)?
+            .map(|v| {
+                if v.is_function() {
+                    Ok(v.unchecked_into())
+                } else {
+                    Err(wrong(&self.name(key), "a function", &v))
+                }
+            })
+            .transpose()
+    }
+
+    /// A duration in milliseconds: a finite number >= 0, as given.
+    pub fn opt_duration(&self, key: &str) -> Result<Option<f64>> {
+        self.get(key)?
+            .map(|v| match v.as_f64() {
+                Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
+                _ => Err(wrong(&self.name(key), "a finite number >= 0", &v)),
+            })
+            .transpose()
+    }
+
+    /// A measured duration (a latency), rounded to the nearest millisecond.
+    pub fn opt_millis(&self, key: &str) -> Result<Option<Millis>> {
+        Ok(self.opt_duration(key)?.map(|ms| ms.round() as Millis))
+    }
+
+    /// A list of pacing rules, checked as the wire checks a request's.
+    pub fn rules(&self, key: &str) -> Result<Vec<PacingRule>> {
+        let value = self.get(key)?.ok_or_else(|| {
+            Error::invalid(format!("{} is required (a list of rules)", self.name(key)))
+        })?;
+        let mut wrapped = serde_json::Map::new();
+        wrapped.insert(key.to_owned(), json(&value, &self.name(key))?);
+        let wrapped = Value::Object(wrapped);
+        rules_from(&as_object(&wrapped, &self.path)?, key)
+    }
+
+    /// A whole field read as a protocol value.
+    pub fn message<M: Message>(&self, key: &str) -> Result<Option<M>> {
+        self.get(key)?.map(|v| message(&v)).transpose()
     }
 }
 

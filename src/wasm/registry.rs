@@ -1,15 +1,18 @@
 //! The JS classes a governor is built from (`GatewayRateState`,
 //! `GatewayBudgetState`, ...) reach `createGovernor` as plain JS values
-//! inside its options. Each state object hands out a token only it has (a
-//! fresh empty JS object), and the core state is found by that token: a
-//! look-alike such as `{stateHandle: 0}` finds nothing. An entry lives as
-//! long as its JS object: `free()`, or the collector, drops it; a governor
-//! built from the state keeps its own reference.
+//! inside its options. Each state object has a token only it holds (a
+//! fresh empty JS object), and the core state is found by that token. The
+//! token is read by `pacelineStateToken(value)`, a function the build adds
+//! to the generated glue: it asks the glue's own record of the objects it
+//! made (the brand maps), so nothing on the object itself is public and a
+//! look-alike finds nothing. An entry lives as long as its JS object:
+//! `free()`, or the collector, drops it; a governor built from the state
+//! keeps its own reference.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use js_sys::{Object, Reflect, WeakMap};
+use js_sys::{Object, WeakMap};
 use wasm_bindgen::prelude::*;
 
 use crate::client::{BudgetState, GatewayRateState};
@@ -74,7 +77,7 @@ impl Registration {
         Self::new(State::Budget(state.clone()))
     }
 
-    /// What the object's `stateHandle` getter hands out.
+    /// The object's token, for `pacelineStateToken`.
     pub fn token(&self) -> JsValue {
         self.token.clone().into()
     }
@@ -90,14 +93,19 @@ impl Drop for Registration {
     }
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// Defined in the glue by the build (js/scripts/glue-rewrites.mjs).
+    #[wasm_bindgen(catch, js_name = pacelineStateToken)]
+    fn state_token(value: &JsValue) -> std::result::Result<JsValue, JsValue>;
+}
+
 /// The live state behind `value`, a state object from this package.
 fn find(value: &JsValue) -> Option<State> {
     if !value.is_object() {
         return None;
     }
-    // The getter is the package's own (brand-checked in the glue); a
-    // look-alike's value is simply not a token.
-    let token = Reflect::get(value, &"stateHandle".into()).ok()?;
+    let token = state_token(value).ok()?;
     if !token.is_object() {
         return None;
     }

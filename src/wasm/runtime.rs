@@ -1,5 +1,6 @@
 //! The client's host facilities in a JS engine: `Date.now()`, `setTimeout`
-//! (cleared when the wait is dropped), `spawn_local`, and `AbortSignal`
+//! (cleared when the wait is dropped), `spawn_local` (each short task also
+//! handed to the host's `waitUntil`, when it gave one), and `AbortSignal`
 //! (checked to be one, and read only through the host's own accessors).
 
 use std::cell::RefCell;
@@ -8,10 +9,12 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
 use super::clock::JsClock;
 use super::error::keep;
+use super::js::promise;
 use crate::error::Error;
 use crate::rt::{AbortSignal, LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
@@ -24,8 +27,35 @@ extern "C" {
     fn clear_timeout(id: &JsValue);
 }
 
-#[derive(Clone, Copy, Default)]
-pub struct JsRuntime;
+/// The JS host. With a `waitUntil` (a Worker's `ctx.waitUntil`, bound),
+/// every short background task is registered with it: workerd cancels a
+/// request's pending work when its response is done, and a release cut off
+/// there would leave its lease to the gateway's TTL.
+#[derive(Clone, Default)]
+pub struct JsRuntime {
+    wait_until: Option<Function>,
+}
+
+impl JsRuntime {
+    pub fn new(wait_until: Option<Function>) -> Self {
+        JsRuntime { wait_until }
+    }
+
+    /// `work` as a promise the caller gets, also registered with the
+    /// host's `waitUntil`. The work runs whatever `waitUntil` does; one
+    /// that throws (its request is over) only means nothing more can be
+    /// kept alive.
+    pub fn keep_alive(&self, work: LocalBoxFuture<'static, ()>) -> js_sys::Promise {
+        let running = promise(async move {
+            work.await;
+            Ok(JsValue::UNDEFINED)
+        });
+        if let Some(wait_until) = &self.wait_until {
+            let _ = wait_until.call1(&JsValue::NULL, &running);
+        }
+        running
+    }
+}
 
 impl Clock for JsRuntime {
     fn now_ms(&self) -> Millis {
@@ -39,6 +69,14 @@ impl Runtime for JsRuntime {
     }
 
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
+        if self.wait_until.is_some() {
+            drop(self.keep_alive(task));
+        } else {
+            wasm_bindgen_futures::spawn_local(task);
+        }
+    }
+
+    fn spawn_watch(&self, task: LocalBoxFuture<'static, ()>) {
         wasm_bindgen_futures::spawn_local(task);
     }
 }

@@ -30,7 +30,7 @@ export async function createContender(config) {
     async report(permit, { status, retryAfterMs }) {
       try {
         if (status === 429) await pacer.penalize({ bucketId, cooldownMs: Math.max(1, retryAfterMs) });
-        else pacer.observeSuccess(bucketId);
+        else pacer.observeSuccess({ bucketId });
       } finally {
         permit.release();
       }

@@ -12,7 +12,7 @@
 //! spacing after its last call started: the gateway lets the next holder
 //! start a call on the slot as soon as the release arrives.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::{GatewayRateState, REFILL_POLL_MS};
 use crate::error::Result;
@@ -66,6 +66,8 @@ pub(super) struct LeasePool {
     pub renewing: Vec<String>,
     /// A task watches idle leases for lapses.
     pub watching: bool,
+    /// Leases on their way back to the gateway.
+    pub returning: HashSet<String>,
 }
 
 impl LeasePool {
@@ -80,6 +82,7 @@ impl LeasePool {
             cooldown_until: 0,
             renewing: Vec::new(),
             watching: false,
+            returning: HashSet::new(),
         }
     }
 
@@ -227,46 +230,66 @@ impl GatewayRateState {
             }
             Some(lease)
         });
+        let id = lease_id.to_owned();
         match back.flatten() {
             Some(lease) => self.give_back_kept(bucket_id, vec![lease]),
             None => {
-                // The watch gives it back if nobody takes it. The future
-                // does the same and settles once the lease is taken here
-                // or back at the gateway, so a host that waits on it
-                // (`waitUntil`) keeps the request alive until then.
+                // Nobody here took it within the keep: it goes back (the
+                // watch does the same should this task not run).
                 self.watch_pool(bucket_id);
-                let (this, bucket_id, id) =
-                    (self.clone(), bucket_id.to_owned(), lease_id.to_owned());
+                let (this, bucket) = (self.clone(), bucket_id.to_owned());
                 let keep = self.inner.rt.sleep(IDLE_KEEP_MS + 1);
-                Box::pin(async move {
+                let lease_id = id.clone();
+                self.inner.rt.spawn(Box::pin(async move {
                     keep.await;
-                    let waiters = this.state(&bucket_id, |s| s.waiters);
-                    let unwanted = this.pool(&bucket_id, |p| {
-                        let i = p.idle.iter().position(|l| l.id == id)?;
+                    let waiters = this.state(&bucket, |s| s.waiters);
+                    let unwanted = this.pool(&bucket, |p| {
+                        let i = p.idle.iter().position(|l| l.id == lease_id)?;
                         (p.idle.len() as u64 > waiters).then(|| p.idle.swap_remove(i))
                     });
                     if let Some(lease) = unwanted.flatten() {
-                        this.give_back_kept(&bucket_id, vec![lease]).await;
+                        drop(this.give_back_kept(&bucket, vec![lease]));
                     }
-                })
+                }));
+                self.settled_kept(bucket_id, vec![id])
             }
         }
     }
 
-    /// Gives kept leases back, each once its spacing has passed; the future
-    /// settles when the gateway has them.
+    /// Settles once none of `ids` is idle here or on its way back: each was
+    /// taken by a caller here, or the gateway has it. A host that waits on
+    /// it (`waitUntil`) keeps its request alive until the slot is safe.
+    fn settled_kept(&self, bucket_id: &str, ids: Vec<String>) -> LocalBoxFuture<'static, ()> {
+        let (this, bucket_id) = (self.clone(), bucket_id.to_owned());
+        Box::pin(async move {
+            loop {
+                let pending = this
+                    .pool(&bucket_id, |p| {
+                        ids.iter().any(|id| {
+                            p.returning.contains(id) || p.idle.iter().any(|l| &l.id == id)
+                        })
+                    })
+                    .unwrap_or(false);
+                if !pending {
+                    return;
+                }
+                this.inner.rt.sleep(REFILL_POLL_MS).await;
+            }
+        })
+    }
+
+    /// Gives kept leases back, each once its spacing has passed. The work
+    /// runs on its own, so nothing is lost if the returned future is
+    /// dropped; the future settles when the gateway has them.
     pub(super) fn give_back_kept(
         &self,
         bucket_id: &str,
         leases: Vec<KeptLease>,
     ) -> LocalBoxFuture<'static, ()> {
         let scope = self.pool(bucket_id, |p| (p.token.clone(), p.rules.clone()));
-        let Some((token, rules)) = scope else {
+        let (Some((token, rules)), false) = (scope, leases.is_empty()) else {
             return Box::pin(std::future::ready(()));
         };
-        if leases.is_empty() {
-            return Box::pin(std::future::ready(()));
-        }
         // A lease never called on here frees its slot at once.
         let ready = leases
             .iter()
@@ -274,25 +297,25 @@ impl GatewayRateState {
             .max()
             .unwrap_or(0);
         let ids: Vec<String> = leases.into_iter().map(|l| l.id).collect();
-        let now = self.inner.rt.now_ms();
-        if ready <= now {
-            return match self.queue(bucket_id, token, &rules, ids, Vec::new()) {
-                Some(ticket) => {
-                    let this = self.clone();
-                    Box::pin(async move { this.settled(ticket).await })
-                }
-                None => Box::pin(std::future::ready(())),
-            };
-        }
+        self.pool(bucket_id, |p| p.returning.extend(ids.iter().cloned()));
+        let settled = self.settled_kept(bucket_id, ids.clone());
         let (this, bucket_id) = (self.clone(), bucket_id.to_owned());
-        let wait = self.inner.rt.sleep(ready - now);
-        let work: LocalBoxFuture<'static, ()> = Box::pin(async move {
+        let wait = self
+            .inner
+            .rt
+            .sleep(ready.saturating_sub(self.inner.rt.now_ms()));
+        self.inner.rt.spawn(Box::pin(async move {
             wait.await;
-            if let Some(ticket) = this.queue(&bucket_id, token, &rules, ids, Vec::new()) {
+            if let Some(ticket) = this.queue(&bucket_id, token, &rules, ids.clone(), Vec::new()) {
                 this.settled(ticket).await;
             }
-        });
-        work
+            this.pool(&bucket_id, |p| {
+                for id in &ids {
+                    p.returning.remove(id);
+                }
+            });
+        }));
+        settled
     }
 
     /// Kept leases that lapsed unrenewed: the gateway may have let them go
@@ -339,8 +362,7 @@ impl GatewayRateState {
             .pool(bucket_id, |p| p.beyond(waiters))
             .unwrap_or_default();
         if !spare.is_empty() {
-            let settle = self.give_back_kept(bucket_id, spare);
-            self.inner.rt.spawn(settle);
+            drop(self.give_back_kept(bucket_id, spare));
         }
     }
 
@@ -389,8 +411,7 @@ impl GatewayRateState {
                     this.lapsed(&bucket_id, lapsed);
                     let Some((spare, next)) = found else { return };
                     if !spare.is_empty() {
-                        let settle = this.give_back_kept(&bucket_id, spare);
-                        this.inner.rt.spawn(settle);
+                        drop(this.give_back_kept(&bucket_id, spare));
                     }
                     match next {
                         Some(at) => this.inner.rt.sleep(at.max(now) + 1 - now).await,

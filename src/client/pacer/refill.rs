@@ -447,8 +447,7 @@ impl GatewayRateState {
             back
         });
         if !back.is_empty() {
-            let settle = self.give_back_kept(&target.bucket_id, back);
-            self.inner.rt.spawn(settle);
+            drop(self.give_back_kept(&target.bucket_id, back));
         }
         self.watch_pool(&target.bucket_id);
     }

@@ -27,7 +27,7 @@ impl GatewayRateState {
             let bucket_id = bucket_id.to_owned();
             self.inner
                 .rt
-                .spawn(Box::pin(async move { this.watch(bucket_id).await }));
+                .spawn_watch(Box::pin(async move { this.watch(bucket_id).await }));
         }
     }
 

@@ -1,0 +1,37 @@
+import type { GatewayRateState, LocalRateState, PacingRuleInit, Permit } from "../paceline.js";
+import type { fetchPort } from "./fetch-port.js";
+
+export interface LimiterOptions {
+  /** The gateway (`gatewayPort(env)`, `fetchPort(...)`); without one, the limit holds in this isolate only. */
+  port?: ReturnType<typeof fetchPort>;
+  /** The limit's name: every isolate pacing the same provider uses the same one. */
+  bucketId: string;
+  rules: PacingRuleInit[];
+  /** From mintRateScopeToken, for a gateway with a secret. */
+  rateScopeToken?: string | null;
+  /** A Worker's `ctx.waitUntil.bind(ctx)`, for a limiter made per request. */
+  waitUntil?: (promise: Promise<unknown>) => void;
+  /** A wait for a permit longer than this fails with PROVIDER_EXHAUSTED (default 120000). */
+  maxWaitMs?: number;
+  blockHorizonMs?: number;
+  releaseLingerMs?: number;
+}
+
+export interface LimiterCallOptions {
+  signal?: AbortSignal;
+  /** A Worker's `ctx.waitUntil.bind(ctx)`: the release after the call is registered with it. */
+  waitUntil?: (promise: Promise<unknown>) => void;
+}
+
+export interface Limiter {
+  /** Waits for a permit, runs `fn`, and releases the permit however `fn` ends. */
+  schedule<T>(fn: () => Promise<T> | T, options?: LimiterCallOptions): Promise<T>;
+  /** A permit at its time; `release()` it when the call is done. */
+  acquire(options?: { signal?: AbortSignal }): Promise<Permit>;
+  /** The rate state underneath (for `createGovernor`, `penalize`, `observeHeaders`). */
+  readonly state: GatewayRateState | LocalRateState;
+  readonly bucketId: string;
+}
+
+/** At most the rules' calls per window for `bucketId`, across every isolate sharing `port`. */
+export function createLimiter(options: LimiterOptions): Limiter;

@@ -1,0 +1,151 @@
+// Plain pacing: one bucket, its rules, and `schedule(fn)`. The governor is
+// for budgets and plays; a caller that only wants "at most N calls a
+// window across my isolates" needs a rate state and nothing else.
+import { GatewayRateState, LocalRateState } from "../paceline.js";
+import { isPacelineError } from "./errors.js";
+
+const OPTIONS = new Set([
+  "port",
+  "bucketId",
+  "rules",
+  "rateScopeToken",
+  "waitUntil",
+  "maxWaitMs",
+  "blockHorizonMs",
+  "releaseLingerMs",
+]);
+const PACER_OPTIONS = /** @type {const} */ (["maxWaitMs", "blockHorizonMs", "releaseLingerMs", "waitUntil"]);
+
+/**
+ * @param {string} message
+ * @param {unknown} [cause]
+ */
+function misuse(message, cause) {
+  const error = /** @type {import("./errors.js").PacelineError} */ (
+    new Error(message, cause === undefined ? undefined : { cause })
+  );
+  error.name = "PacelineError";
+  error.code = "INVALID_INPUT";
+  return error;
+}
+
+/**
+ * @param {unknown} options
+ * @returns {import("./limiter.js").LimiterOptions}
+ */
+function readOptions(options) {
+  if (typeof options !== "object" || options === null) {
+    throw misuse("createLimiter takes { bucketId, rules, port?, rateScopeToken?, waitUntil?, maxWaitMs? }");
+  }
+  /** @type {Record<string, any>} */
+  const read = {};
+  try {
+    for (const key of Object.keys(options)) {
+      if (!OPTIONS.has(key)) {
+        throw misuse(`createLimiter: ${key} is not a known option; known: ${[...OPTIONS].join(", ")}`);
+      }
+      read[key] = /** @type {Record<string, unknown>} */ (options)[key];
+    }
+  } catch (cause) {
+    throw isPacelineError(cause, "INVALID_INPUT")
+      ? cause
+      : misuse("createLimiter: its options could not be read", cause);
+  }
+  if (typeof read.bucketId !== "string" || read.bucketId === "") {
+    throw misuse("createLimiter: bucketId must be a non-empty string (the limit's name, shared by every isolate)");
+  }
+  let rulesIsList;
+  try {
+    rulesIsList = Array.isArray(read.rules) && read.rules.length > 0;
+  } catch (cause) {
+    // A revoked Proxy cannot even be asked whether it is an array.
+    throw misuse("createLimiter: rules could not be read", cause);
+  }
+  if (!rulesIsList) {
+    throw misuse("createLimiter: rules must be a non-empty array, e.g. [{ requestsPerWindow: 20, windowMs: 1000 }]");
+  }
+  if (read.waitUntil !== undefined && typeof read.waitUntil !== "function") {
+    throw misuse("createLimiter: waitUntil must be a function (ctx.waitUntil.bind(ctx))");
+  }
+  return /** @type {import("./limiter.js").LimiterOptions} */ (read);
+}
+
+/**
+ * Reads a call's `{ signal?, waitUntil? }`.
+ * @param {unknown} options
+ * @returns {import("./limiter.js").LimiterCallOptions}
+ */
+function callOptions(options) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== "object") throw misuse("the call's options must be { signal?, waitUntil? }");
+  /** @type {AbortSignal | undefined} */
+  let signal;
+  /** @type {((promise: Promise<unknown>) => void) | undefined} */
+  let waitUntil;
+  try {
+    for (const key of Object.keys(options)) {
+      if (key !== "signal" && key !== "waitUntil") {
+        throw misuse(`${key} is not a known call option; known: signal, waitUntil`);
+      }
+    }
+    ({ signal, waitUntil } = /** @type {import("./limiter.js").LimiterCallOptions} */ (options));
+  } catch (cause) {
+    throw isPacelineError(cause, "INVALID_INPUT") ? cause : misuse("the call's options could not be read", cause);
+  }
+  if (waitUntil !== undefined && typeof waitUntil !== "function") {
+    throw misuse("waitUntil must be a function (ctx.waitUntil.bind(ctx))");
+  }
+  return { signal, waitUntil };
+}
+
+/**
+ * @param {import("./limiter.js").LimiterOptions} options
+ * @returns {import("./limiter.js").Limiter}
+ */
+export function createLimiter(options) {
+  const read = readOptions(options);
+  /** @type {import("../paceline.js").PacerOptions} */
+  const pacer = {};
+  for (const key of PACER_OPTIONS) {
+    if (read[key] !== undefined) Object.assign(pacer, { [key]: read[key] });
+  }
+  // Each rule's fields are checked by the state at every acquire (wrong
+  // ones are INVALID_INPUT naming the field there).
+  const state = read.port === undefined ? new LocalRateState(pacer) : new GatewayRateState(read.port, pacer);
+  /** @type {import("../paceline.js").AcquireInput} */
+  const bucket = { bucketId: read.bucketId, rules: read.rules };
+  if (read.rateScopeToken !== undefined && read.rateScopeToken !== null) bucket.rateScopeToken = read.rateScopeToken;
+
+  /** @param {{ signal?: AbortSignal }} [options] */
+  async function acquire(options) {
+    const { signal } = callOptions(options);
+    return state.acquire(signal === undefined ? bucket : { ...bucket, signal });
+  }
+
+  /**
+   * @template T
+   * @param {() => Promise<T> | T} fn
+   * @param {import("./limiter.js").LimiterCallOptions} [options]
+   * @returns {Promise<T>}
+   */
+  async function schedule(fn, options) {
+    if (typeof fn !== "function") throw misuse("schedule takes a function: limiter.schedule(() => fetch(...))");
+    const { signal, waitUntil } = callOptions(options);
+    const permit = await state.acquire(signal === undefined ? bucket : { ...bucket, signal });
+    try {
+      return await fn();
+    } finally {
+      const released = permit.release();
+      if (waitUntil !== undefined) {
+        try {
+          waitUntil(released);
+        } catch {
+          // A request that is already over cannot keep anything alive; the
+          // release still runs.
+        }
+      }
+    }
+  }
+
+  return { acquire, schedule, state, bucketId: read.bucketId };
+}

@@ -1,0 +1,183 @@
+//! What the rate-state classes read from JS: their options, and the one
+//! bucket shape every method takes (`{ bucketId, rateScopeToken? }` plus
+//! the method's own fields), each read by the typed reader.
+
+use js_sys::{Function, Reflect};
+use wasm_bindgen::prelude::*;
+
+use super::reader::{ObjectArg, MAX_SAFE_INTEGER};
+use super::runtime::JsAbortSignal;
+use crate::client::PacerOptions;
+use crate::error::{Error, Result};
+use crate::governor::QuotaHeaders;
+use crate::protocol::{limits, PacingRule};
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_RATE_INPUT: &'static str = r#"
+/** How the classes that talk to a gateway reach it: what `fetchPort`, `gatewayPort` and `coreTransport` return. */
+import type { GatewayTransport } from "./glue/fetch-port.js";
+export interface PacingRuleInit {
+  requestsPerWindow: number;
+  windowMs: number;
+  maxConcurrency?: number;
+  adaptiveMaxRps?: number;
+}
+export interface PacerOptions {
+  /** The gateway's horizon: a block never asks for more than this much time's worth (default 1000). */
+  blockHorizonMs?: number;
+  /** A refusal asking to wait longer fails with PROVIDER_EXHAUSTED (default 120000). */
+  maxWaitMs?: number;
+  /** A released lease or an unused permit waits this long to go back with others in one call (default 20). */
+  releaseLingerMs?: number;
+  schedulerSchema?: string;
+  /**
+   * A Worker's `ctx.waitUntil.bind(ctx)`: every background flush this state starts (released
+   * leases, returned times, refills) is registered with it, so the request's end does not cut
+   * one off. Give it to a state made per request; a state kept across requests takes it from
+   * each request's `createGovernor({ waitUntil })` or `permit.release()` instead.
+   */
+  waitUntil?: (promise: Promise<unknown>) => void;
+}
+/** The bucket every rate-state method names. */
+export interface BucketRef {
+  bucketId: string;
+  /** From mintRateScopeToken, for a gateway with a secret. */
+  rateScopeToken?: string | null;
+}
+export interface AcquireInput extends BucketRef {
+  rules: PacingRuleInit[];
+  signal?: AbortSignal;
+}
+export interface PenalizeInput extends BucketRef {
+  /** How long the bucket sits out (a provider's Retry-After, in ms). */
+  cooldownMs: number;
+}
+export interface ObserveHeadersInput extends BucketRef {
+  /** The provider response's headers: a `Headers` or a plain record. */
+  headers: Headers | Record<string, string>;
+}
+"#;
+
+/// Reads a rate state's options; the `waitUntil` goes to its runtime.
+pub(crate) fn pacer_options(options: &JsValue) -> Result<(PacerOptions, Option<Function>)> {
+    let d = PacerOptions::default();
+    let Some(o) = ObjectArg::optional(options, "options")? else {
+        return Ok((d, None));
+    };
+    o.only(&[
+        "blockHorizonMs",
+        "maxWaitMs",
+        "releaseLingerMs",
+        "schedulerSchema",
+        "waitUntil",
+    ])?;
+    let millis = |key: &str| o.opt_integer(key, MAX_SAFE_INTEGER);
+    let options = PacerOptions {
+        block_horizon_ms: millis("blockHorizonMs")?.unwrap_or(d.block_horizon_ms),
+        max_wait_ms: millis("maxWaitMs")?.unwrap_or(d.max_wait_ms),
+        release_linger_ms: millis("releaseLingerMs")?.unwrap_or(d.release_linger_ms),
+        scheduler_schema: o
+            .opt_string("schedulerSchema", limits::MAX_ID_BYTES)?
+            .or(d.scheduler_schema),
+    };
+    Ok((options, o.opt_function("waitUntil")?))
+}
+
+/// A bucket and its scope token, as every rate-state method names them.
+pub(crate) struct BucketRef {
+    pub bucket_id: String,
+    pub rate_scope_token: Option<String>,
+}
+
+const BUCKET_FIELDS: [&str; 2] = ["bucketId", "rateScopeToken"];
+
+impl BucketRef {
+    /// Reads `{bucketId, rateScopeToken?, ...extra}`; any other field is
+    /// refused by name. A blank token is none, as on the wire.
+    pub fn read(o: &ObjectArg, extra: &[&str]) -> Result<BucketRef> {
+        let known: Vec<&str> = BUCKET_FIELDS.iter().chain(extra).copied().collect();
+        o.only(&known)?;
+        let bucket_id = o.string("bucketId", limits::MAX_ID_BYTES)?;
+        if bucket_id.is_empty() {
+            return Err(Error::invalid(format!(
+                "{} must not be empty",
+                o.name("bucketId")
+            )));
+        }
+        let rate_scope_token = o
+            .opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty());
+        Ok(BucketRef {
+            bucket_id,
+            rate_scope_token,
+        })
+    }
+}
+
+/// `acquire`'s input: where, under which rules, until which signal.
+pub(crate) struct AcquireInput {
+    pub bucket: BucketRef,
+    pub rules: Vec<PacingRule>,
+    pub signal: Option<JsAbortSignal>,
+}
+
+pub(crate) fn acquire_input(input: &JsValue) -> Result<AcquireInput> {
+    let o = ObjectArg::new(input, "input")?;
+    let bucket = BucketRef::read(&o, &["rules", "signal"])?;
+    Ok(AcquireInput {
+        bucket,
+        rules: o.rules("rules")?,
+        signal: JsAbortSignal::read(o.get("signal")?, "input.signal")?,
+    })
+}
+
+pub(crate) fn penalize_input(input: &JsValue) -> Result<(BucketRef, u64)> {
+    let o = ObjectArg::new(input, "input")?;
+    let bucket = BucketRef::read(&o, &["cooldownMs"])?;
+    match o.opt_integer("cooldownMs", limits::MAX_COOLDOWN_MS)? {
+        Some(ms) if ms >= 1 => Ok((bucket, ms)),
+        _ => Err(Error::invalid(format!(
+            "input.cooldownMs is required: an integer from 1 to {} (milliseconds)",
+            limits::MAX_COOLDOWN_MS
+        ))),
+    }
+}
+
+pub(crate) fn observe_success_input(input: &JsValue) -> Result<BucketRef> {
+    BucketRef::read(&ObjectArg::new(input, "input")?, &[])
+}
+
+pub(crate) fn observe_headers_input(input: &JsValue) -> Result<(BucketRef, QuotaHeaders)> {
+    let o = ObjectArg::new(input, "input")?;
+    let bucket = BucketRef::read(&o, &["headers"])?;
+    let headers = o
+        .get("headers")?
+        .filter(JsValue::is_object)
+        .ok_or_else(|| {
+            Error::invalid("input.headers must be a Headers object or a record of strings")
+        })?;
+    Ok((
+        bucket,
+        QuotaHeaders::from_lookup(|name| header_of(&headers, name)),
+    ))
+}
+
+/// A header of a `Headers`-like object (its `get`), or of a plain record
+/// (any key that matches without regard to case). A getter or `get` that
+/// throws, or a value that is no string, reads as absent.
+pub(crate) fn header_of(headers: &JsValue, name: &str) -> Option<String> {
+    let get = Reflect::get(headers, &JsValue::from_str("get")).ok()?;
+    if get.is_function() {
+        return get
+            .unchecked_into::<Function>()
+            .call1(headers, &JsValue::from_str(name))
+            .ok()?
+            .as_string();
+    }
+    let keys = Reflect::own_keys(headers).ok()?;
+    let key = keys
+        .iter()
+        .find(|k| k.as_string().is_some_and(|k| k.eq_ignore_ascii_case(name)))?;
+    Reflect::get(headers, &key).ok()?.as_string()
+}

@@ -1,0 +1,188 @@
+//! `GatewayRateState` and `LocalRateState` for JS: promises of permits,
+//! `AbortSignal`s honoured.
+
+use std::rc::Rc;
+
+use js_sys::Function;
+use wasm_bindgen::prelude::*;
+
+use super::clock::JsClock;
+use super::js::{promise, random_seed, rejected};
+use super::permit::JsPermit;
+use super::port::JsPort;
+use super::rate_input::{
+    acquire_input, observe_headers_input, observe_success_input, pacer_options, penalize_input,
+    AcquireInput, BucketRef,
+};
+use super::registry::Registration;
+use super::runtime::{AbortBridge, JsRuntime};
+use crate::client::{GatewayPort, GatewayRateState, PermitRequest};
+use crate::rt::Runtime;
+use crate::time::Clock;
+
+/// The block-leasing pacer against a shared gateway.
+#[wasm_bindgen(js_name = GatewayRateState)]
+pub struct JsGatewayRateState {
+    pub(crate) inner: GatewayRateState,
+    registration: Registration,
+}
+
+/// The same contract with a scheduler in this isolate's memory.
+#[wasm_bindgen(js_name = LocalRateState)]
+pub struct JsLocalRateState {
+    pub(crate) inner: GatewayRateState,
+    registration: Registration,
+}
+
+fn runtime(wait_until: Option<Function>) -> Rc<dyn Runtime> {
+    Rc::new(JsRuntime::new(wait_until))
+}
+
+/// The methods both rate-state classes share; only their constructors
+/// differ (a shared gateway, or a scheduler in this isolate).
+macro_rules! rate_state_methods {
+    ($name:ident, $js:ident) => {
+        #[wasm_bindgen(js_class = $js)]
+        impl $name {
+            /// How `createGovernor` finds this state: a token only this
+            /// object hands out. The build takes this method off the class
+            /// and keeps it module-private (see `registry`).
+            #[wasm_bindgen(js_name = pacelineStateToken, skip_typescript)]
+            pub fn state_token(&self) -> JsValue {
+                self.registration.token()
+            }
+
+            /// Resolves with a `Permit` at its dispatch time; rejects with
+            /// `ABORTED` if `signal` aborts first (handing back whatever it
+            /// held).
+            #[wasm_bindgen(unchecked_return_type = "Promise<Permit>")]
+            pub fn acquire(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "AcquireInput")] input: JsValue,
+            ) -> js_sys::Promise {
+                match acquire_input(&input) {
+                    Ok(input) => acquire_promise(self.inner.clone(), input),
+                    Err(e) => rejected(e),
+                }
+            }
+
+            /// A provider's 429: drops the cached permits inside the
+            /// cooldown, then tells the scheduler.
+            #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+            pub fn penalize(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "PenalizeInput")] input: JsValue,
+            ) -> js_sys::Promise {
+                let (bucket, cooldown_ms) = match penalize_input(&input) {
+                    Ok(read) => read,
+                    Err(e) => return rejected(e),
+                };
+                let pacer = self.inner.clone();
+                promise(async move {
+                    let token = bucket.rate_scope_token.as_deref();
+                    pacer
+                        .penalize(&bucket.bucket_id, token, cooldown_ms)
+                        .await?;
+                    Ok(JsValue::UNDEFINED)
+                })
+            }
+
+            /// A provider call that went through: counted toward the
+            /// bucket's next acquire.
+            #[wasm_bindgen(js_name = observeSuccess)]
+            pub fn observe_success(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "BucketRef")] input: JsValue,
+            ) -> Result<(), JsValue> {
+                let bucket = observe_success_input(&input)?;
+                self.inner.observe_success(&bucket.bucket_id);
+                Ok(())
+            }
+
+            /// A provider's answer to a call the host made itself: its
+            /// quota headers (`X-RateLimit-*`, `RateLimit`,
+            /// `RateLimit-Policy`) go to the bucket's scheduler. Throws
+            /// `INVALID_INPUT` for a malformed input; headers that say
+            /// nothing usable are ignored.
+            #[wasm_bindgen(js_name = observeHeaders)]
+            pub fn observe_headers(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "ObserveHeadersInput")] input: JsValue,
+            ) -> Result<(), JsValue> {
+                let (
+                    BucketRef {
+                        bucket_id,
+                        rate_scope_token,
+                    },
+                    headers,
+                ) = observe_headers_input(&input)?;
+                let now = JsClock.now_ms();
+                if let Some(report) = headers.report(now) {
+                    self.inner
+                        .observe_quota(&bucket_id, rate_scope_token.as_deref(), report);
+                }
+                Ok(())
+            }
+        }
+
+        impl $name {
+            fn keep(inner: GatewayRateState) -> Self {
+                let registration = Registration::rate(&inner);
+                $name {
+                    inner,
+                    registration,
+                }
+            }
+        }
+    };
+}
+
+rate_state_methods!(JsGatewayRateState, GatewayRateState);
+rate_state_methods!(JsLocalRateState, LocalRateState);
+
+#[wasm_bindgen(js_class = GatewayRateState)]
+impl JsGatewayRateState {
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "GatewayTransport")] port: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "PacerOptions")] options: JsValue,
+    ) -> Result<JsGatewayRateState, JsValue> {
+        let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
+        let (options, wait_until) = pacer_options(&options)?;
+        Ok(Self::keep(GatewayRateState::new(
+            port,
+            runtime(wait_until),
+            options,
+        )))
+    }
+}
+
+#[wasm_bindgen(js_class = LocalRateState)]
+impl JsLocalRateState {
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_optional_param_type = "PacerOptions")] options: JsValue,
+    ) -> Result<JsLocalRateState, JsValue> {
+        let (options, wait_until) = pacer_options(&options)?;
+        Ok(Self::keep(GatewayRateState::local(
+            runtime(wait_until),
+            options,
+            random_seed(),
+        )))
+    }
+}
+
+fn acquire_promise(pacer: GatewayRateState, input: AcquireInput) -> js_sys::Promise {
+    promise(async move {
+        let abort = AbortBridge::new(input.signal);
+        let permit = pacer
+            .acquire(PermitRequest {
+                bucket_id: &input.bucket.bucket_id,
+                rate_scope_token: input.bucket.rate_scope_token.as_deref(),
+                rules: &input.rules,
+                signal: abort.signal(),
+            })
+            .await?;
+        Ok(JsPermit::new(permit).into())
+    })
+}

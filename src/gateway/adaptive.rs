@@ -82,6 +82,7 @@
 //!   (2.7 calls a second reach a provider that refuses everything, and the
 //!   rule is back within 8-9 s of its end).
 
+use super::leash::Leash;
 use super::timeline::Micros;
 
 /// The deep cut, for a limit that fell: AWS SDK adaptive retry's factor.
@@ -95,6 +96,10 @@ pub(crate) const PLATEAU: f64 = 0.97;
 /// refused rate.
 pub(crate) const DRIFT_BETA: f64 = 0.92;
 pub(crate) const DRIFT_PLATEAU: f64 = 0.95;
+/// A cut to what the provider accepted goes this far under it, and climbs
+/// back to `READ_PLATEAU` of it.
+pub(crate) const READ_BETA: f64 = 0.95;
+pub(crate) const READ_PLATEAU: f64 = 0.98;
 /// A 429 at or above this share of the plateau is a failed probe.
 const PROBE_ZONE: f64 = 0.95;
 /// Seconds from a deep cut to the plateau.
@@ -209,6 +214,8 @@ pub(crate) struct AdaptiveRate {
     /// 429s before this are part of the last cut's overload: permits
     /// granted before it were still being dispatched.
     pub event_until: Micros,
+    /// How far a probe may step past the rate seen accepted.
+    pub leash: Leash,
 }
 
 impl AdaptiveRate {
@@ -236,12 +243,18 @@ impl AdaptiveRate {
             refused: 0.0,
             counted_at: 0,
             event_until: 0,
+            leash: Leash::default(),
         }
     }
 
     /// Decays the counts of grants and 429s to `now`.
     fn decay(&mut self, now: Micros) {
-        if now > self.counted_at {
+        if self.counted_at == 0 {
+            // The first count: nothing to decay from (decaying from time 0
+            // would wipe the grants counted so far, and let the very first
+            // 429 pass for a signal however many calls went through).
+            self.counted_at = now;
+        } else if now > self.counted_at {
             // e^-x to within 2% for the x that matter (Taylor's cubic in
             // the denominator), without libm's `exp` in the wasm.
             let x = (now - self.counted_at) as f64 / SHARE_MEMORY_US as f64;
@@ -281,7 +294,14 @@ impl AdaptiveRate {
     /// service resumes at).
     pub fn rate(&self) -> f64 {
         let ceiling = self.ceiling();
-        let curve = self.curve.as_ref().map_or(ceiling, |c| c.rate(self.cap));
+        let curve = self.curve.as_ref().map_or(ceiling, |c| {
+            let rate = c.rate(self.cap);
+            if rate > c.w_max {
+                rate.min(self.leash.reach(c.w_max))
+            } else {
+                rate
+            }
+        });
         // max/min, not `f64::clamp`: clamp's panic message formats floats,
         // which alone keeps core's float formatter (~6 KB gzipped) in the
         // wasm. The floor is below the ceiling by construction.
@@ -317,6 +337,10 @@ impl AdaptiveRate {
     /// A permit was granted at `at`: during a pause, it is the probe.
     pub fn on_grant(&mut self, at: Micros) {
         self.granted += 1.0;
+        let rate = self.rate();
+        if self.is_probing() {
+            self.leash.granted(at, rate);
+        }
         if let Some(p) = &mut self.pause {
             p.probe_at.get_or_insert(at);
         }
@@ -327,6 +351,7 @@ impl AdaptiveRate {
     /// came; ends a pause whose probe matured.
     pub fn credit(&mut self, now: Micros, last_grant: Option<Micros>) {
         let ripe = now.saturating_sub(MATURITY_US);
+        self.leash.matured(ripe);
         if let Some(p) = &self.pause {
             if p.probe_at.is_some_and(|at| at <= ripe) {
                 self.pause = None;
@@ -351,9 +376,9 @@ impl AdaptiveRate {
         }
         if let Some(curve) = &mut self.curve {
             curve.elapsed_us = curve.elapsed_us.saturating_add(gained);
-            if curve.rate(self.cap) >= self.cap {
-                self.curve = None;
-            }
+        }
+        if self.curve.is_some() && self.rate() >= self.cap {
+            self.curve = None;
         }
     }
 
@@ -362,8 +387,33 @@ impl AdaptiveRate {
     /// `granted_until`. Returns whether the whole bucket should sit out
     /// the cooldown: not for a failed probe, whose cut is the answer (the
     /// limit is where it was, and only the refused call waits).
-    pub fn cut(&mut self, now: Micros, cooldown_us: Micros, granted_until: Micros) -> bool {
+    pub fn cut(
+        &mut self,
+        now: Micros,
+        cooldown_us: Micros,
+        granted_until: Micros,
+        accepted_rps: Option<f64>,
+    ) -> bool {
+        let pause_fleet = self.move_curve(now, cooldown_us, granted_until, accepted_rps);
         let rate = self.rate();
+        self.leash.reset(rate);
+        pause_fleet
+    }
+
+    /// The cut itself: where the curve goes, by where the rate stood.
+    fn move_curve(
+        &mut self,
+        now: Micros,
+        cooldown_us: Micros,
+        granted_until: Micros,
+        accepted_rps: Option<f64>,
+    ) -> bool {
+        let rate = self.rate();
+        // What the provider accepted in the second before, when clearly
+        // under the rate refused: where the limit is, read rather than
+        // guessed. A reading within `NOISE_SHARE` of the rate says as little
+        // as a random 429 does.
+        let accepted = accepted_rps.filter(|&a| a < rate);
         self.event_until = granted_until.saturating_add(MATURITY_US);
         if self.trust_us >= RUN_BREAK_US || self.memory.is_none() {
             self.memory = Some(rate);
@@ -373,17 +423,25 @@ impl AdaptiveRate {
         let w_max = self.curve.as_ref().map_or(f64::INFINITY, |c| c.w_max);
         let probing = self.is_probing();
         let near_plateau = self.curve.is_some() && rate >= PROBE_ZONE * w_max;
-        if near_plateau && !probing {
+        // Taking under `PAUSE_SHARE` of what it took before the run, the
+        // provider is refusing almost everything: an outage, or a limit that
+        // fell far, which only the pause's probe tells apart.
+        let collapsed = accepted.filter(|&a| a < PAUSE_SHARE * memory);
+        let accepted = accepted.filter(|_| collapsed.is_none());
+        if near_plateau && !probing && collapsed.is_none() {
             // Refused while holding: the limit drifted down a little.
+            let read = accepted.unwrap_or(f64::INFINITY);
             self.curve = Some(Curve::from(
-                rate * DRIFT_BETA,
-                rate * DRIFT_PLATEAU,
+                (rate * DRIFT_BETA).min(read * READ_BETA),
+                (rate * DRIFT_PLATEAU).min(read * READ_PLATEAU),
                 RECOVERY_S,
             ));
             self.credited_until = self.credited_until.max(now);
             return false;
         }
-        let (start, plateau, k) = if near_plateau {
+        let (start, plateau, k) = if let Some(read) = collapsed {
+            (read * READ_BETA, read * READ_PLATEAU, RECOVERY_S)
+        } else if near_plateau {
             // The limit lies between the plateau held before the probe and
             // the rate refused: back to the lower of the two, and hold.
             // The 429 answers permits granted a lead earlier (the time
@@ -396,8 +454,29 @@ impl AdaptiveRate {
             let then = self.curve.as_ref().map_or(rate, |c| {
                 c.rate_at(c.elapsed_us.saturating_sub(lead), self.cap)
             });
-            let start = (then * PROBE_BETA).max(w_max).min(rate * PROBE_BETA);
-            self.curve = Some(Curve::from(start, start, HOLD_S));
+            self.curve = Some(match accepted {
+                // What it took then is the limit; a reading low by the
+                // permits a client dropped still leaves the plateau it took.
+                Some(read) => Curve::from(
+                    (read * READ_BETA).max(w_max * PROBE_BETA),
+                    (read * READ_PLATEAU).max(w_max),
+                    HOLD_S,
+                ),
+                None => {
+                    let start = (then * PROBE_BETA).max(w_max).min(rate * PROBE_BETA);
+                    Curve::from(start, start, HOLD_S)
+                }
+            });
+            self.credited_until = self.credited_until.max(now);
+            return false;
+        } else if let Some(read) = accepted.filter(|&a| a >= PAUSE_SHARE * memory) {
+            // The provider still takes a good share: its limit fell to what
+            // it took. Go just under it; the fleet goes on at once.
+            self.curve = Some(Curve::from(
+                (read * READ_BETA).max(self.floor()),
+                read * READ_PLATEAU,
+                RECOVERY_S,
+            ));
             self.credited_until = self.credited_until.max(now);
             return false;
         } else if self.curve.is_some() && rate < w_max {

@@ -8,6 +8,7 @@ use super::leases::{format_lease_id, LeaseIds, LeaseTable};
 use super::quota::Quota;
 use super::recent::RecentPermits;
 use super::returns::ReturnPool;
+use super::throughput::Throughput;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
 use crate::protocol::{AcquireResponse, PacingRule, QuotaReport};
@@ -60,6 +61,8 @@ pub(crate) struct Bucket {
     pub reported_successes: u64,
     /// Granted times clients gave back, for the next acquirer.
     pub returns: ReturnPool,
+    /// Permits granted and 429s lately, for what the provider accepted.
+    pub throughput: Throughput,
 }
 
 /// What an acquire produced, before it becomes a wire response.
@@ -89,6 +92,7 @@ impl Bucket {
             quota: Quota::default(),
             reported_successes: 0,
             returns: ReturnPool::default(),
+            throughput: Throughput::default(),
         }
     }
 
@@ -179,7 +183,7 @@ impl Bucket {
             None => {
                 let mut a = AdaptiveRate::new(cap);
                 if std::mem::take(&mut self.pending_cut) {
-                    a.cut(self.cooldown_until, 0, self.cooldown_until);
+                    a.cut(self.cooldown_until, 0, self.cooldown_until, None);
                 }
                 self.adaptive = Some(a);
             }
@@ -271,6 +275,7 @@ impl Bucket {
                     if let Some(a) = &mut self.adaptive {
                         a.on_grant(at);
                     }
+                    self.throughput.granted(at);
                     self.returns.granted(ceil_ms(at));
                     ceil_ms(at)
                 }
@@ -424,6 +429,7 @@ impl Bucket {
         self.returns.clear();
         let until = now.saturating_add(cooldown_us);
         let fresh = now >= self.cooldown_until;
+        self.throughput.refused(now);
         let Some(a) = &mut self.adaptive else {
             self.cooldown_until = self.cooldown_until.max(until);
             self.pending_cut = true;
@@ -439,7 +445,12 @@ impl Bucket {
             true
         } else if now >= a.event_until {
             let granted_until = self.last_at.unwrap_or(now).max(now);
-            a.cut(now, cooldown_us, granted_until)
+            a.cut(
+                now,
+                cooldown_us,
+                granted_until,
+                self.throughput.accepted_in_last_second(now),
+            )
         } else {
             false
         };

@@ -15,12 +15,14 @@ mod config;
 mod http;
 mod idle;
 mod leases;
+mod leash;
 mod ledger;
 mod quota;
 mod recent;
 mod returns;
 mod scope;
 mod snapshot;
+mod throughput;
 mod timeline;
 mod view;
 

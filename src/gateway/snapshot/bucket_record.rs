@@ -129,6 +129,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
         reported_successes: r.uint()?,
         slot_turns_tat: r.uint()?,
         returns: Default::default(),
+        throughput: Default::default(),
     };
     bucket.leases.hold_us = r.opt_uint()?;
     if version >= 2 {
@@ -204,6 +205,7 @@ fn read_adaptive(r: &mut Reader) -> Result<AdaptiveRate> {
         refused: r.f64()?,
         counted_at: r.uint()?,
         event_until: r.uint()?,
+        leash: Default::default(),
     })
 }
 

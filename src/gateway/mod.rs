@@ -12,6 +12,7 @@ mod adaptive;
 mod bucket;
 mod concurrency;
 mod config;
+mod curve;
 mod http;
 mod idle;
 mod leases;

@@ -7,8 +7,9 @@
 //! of it past the limit is refused. The leash keeps each step within a
 //! share of the highest rate whose first permit matured without a 429, and
 //! doubles the share with each step the provider accepts: a probe past an
-//! unchanged limit overshoots by a few percent, while a limit that rose is
-//! found in a few steps.
+//! unchanged limit overshoots by a few percent. A step accepted past the
+//! rate refused at the last cut shows the limit rose, and the share goes
+//! straight to its largest, so a limit that rose is found in a few steps.
 
 use super::timeline::Micros;
 
@@ -27,15 +28,19 @@ pub(crate) struct Leash {
     pub trial: Option<(Micros, f64)>,
     /// Steps accepted since the last cut.
     pub steps: u32,
+    /// The rate the provider refused at the last cut: a step accepted past
+    /// it shows the limit rose, and the leash lets go.
+    pub refused: f64,
 }
 
 impl Leash {
-    /// After a cut or a resume: `rate` is the rate believed, not yet seen.
-    pub fn reset(&mut self, rate: f64) {
+    /// After a cut of `refused` to `rate`, the rate believed, not yet seen.
+    pub fn reset(&mut self, rate: f64, refused: f64) {
         *self = Leash {
             accepted: rate,
             trial: None,
             steps: 0,
+            refused,
         };
     }
 
@@ -62,8 +67,37 @@ impl Leash {
             if at <= ripe {
                 self.accepted = self.accepted.max(rate);
                 self.trial = None;
-                self.steps = self.steps.saturating_add(1);
+                self.steps = if rate > self.refused {
+                    MAX_DOUBLINGS
+                } else {
+                    self.steps.saturating_add(1)
+                };
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_accepted_step_doubles_the_share_and_one_past_the_refused_rate_lets_go() {
+        let mut leash = Leash::default();
+        assert_eq!(
+            leash.reach(8.0),
+            f64::INFINITY,
+            "slack when nothing is known"
+        );
+        leash.reset(7.8, 8.4);
+        assert!((leash.reach(7.8) - 7.8 * 1.05).abs() < 1e-9);
+        leash.granted(10, 8.1);
+        leash.matured(9);
+        assert_eq!(leash.steps, 0, "not yet matured");
+        leash.matured(10);
+        assert!((leash.reach(7.8) - 8.1 * 1.1).abs() < 1e-9, "doubled");
+        leash.granted(20, 8.9);
+        leash.matured(20);
+        assert_eq!(leash.steps, MAX_DOUBLINGS, "8.9 is past the 8.4 refused");
     }
 }

@@ -7,9 +7,11 @@
 //! of it past the limit is refused. The leash keeps each step within a
 //! share of the highest rate whose first permit matured without a 429, and
 //! doubles the share with each step the provider accepts: a probe past an
-//! unchanged limit overshoots by a few percent. A step accepted past the
-//! rate refused at the last cut shows the limit rose, and the share goes
-//! straight to its largest, so a limit that rose is found in a few steps.
+//! unchanged limit overshoots by a few percent. A step accepted clearly past
+//! the rate refused at the last cut (a first step's share past it: a step
+//! just past it may pass while the calls happen not to bunch) shows the
+//! limit rose, and the share goes straight to its largest, so a limit that
+//! rose is found in a few steps.
 
 use super::timeline::Micros;
 
@@ -67,7 +69,7 @@ impl Leash {
             if at <= ripe {
                 self.accepted = self.accepted.max(rate);
                 self.trial = None;
-                self.steps = if rate > self.refused {
+                self.steps = if rate > self.refused * (1.0 + FIRST_STEP) {
                     MAX_DOUBLINGS
                 } else {
                     self.steps.saturating_add(1)
@@ -96,8 +98,11 @@ mod tests {
         assert_eq!(leash.steps, 0, "not yet matured");
         leash.matured(10);
         assert!((leash.reach(7.8) - 8.1 * 1.1).abs() < 1e-9, "doubled");
-        leash.granted(20, 8.9);
+        leash.granted(20, 8.6);
         leash.matured(20);
-        assert_eq!(leash.steps, MAX_DOUBLINGS, "8.9 is past the 8.4 refused");
+        assert_eq!(leash.steps, 2, "8.6 is within a step of the 8.4 refused");
+        leash.granted(30, 8.9);
+        leash.matured(30);
+        assert_eq!(leash.steps, MAX_DOUBLINGS, "8.9 is clearly past it");
     }
 }

@@ -275,7 +275,7 @@ impl Bucket {
                     if let Some(a) = &mut self.adaptive {
                         a.on_grant(at);
                     }
-                    self.throughput.granted(at);
+                    self.throughput.granted(at, now);
                     self.returns.granted(ceil_ms(at));
                     ceil_ms(at)
                 }
@@ -449,7 +449,7 @@ impl Bucket {
                 now,
                 cooldown_us,
                 granted_until,
-                self.throughput.accepted_in_last_second(now),
+                self.throughput.accepted_in_last_second(now, a.rate()),
             )
         } else {
             false

@@ -8,6 +8,7 @@ use super::leases::{format_lease_id, LeaseIds, LeaseTable};
 use super::quota::Quota;
 use super::recent::RecentPermits;
 use super::returns::ReturnPool;
+use super::throughput::Throughput;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
 use crate::protocol::{AcquireResponse, PacingRule, QuotaReport};
@@ -60,6 +61,8 @@ pub(crate) struct Bucket {
     pub reported_successes: u64,
     /// Granted times clients gave back, for the next acquirer.
     pub returns: ReturnPool,
+    /// Permits granted and 429s lately, for what the provider accepted.
+    pub throughput: Throughput,
 }
 
 /// What an acquire produced, before it becomes a wire response.
@@ -89,6 +92,7 @@ impl Bucket {
             quota: Quota::default(),
             reported_successes: 0,
             returns: ReturnPool::default(),
+            throughput: Throughput::default(),
         }
     }
 
@@ -179,7 +183,7 @@ impl Bucket {
             None => {
                 let mut a = AdaptiveRate::new(cap);
                 if std::mem::take(&mut self.pending_cut) {
-                    a.cut(self.cooldown_until, 0, self.cooldown_until);
+                    a.cut(self.cooldown_until, 0, self.cooldown_until, None);
                 }
                 self.adaptive = Some(a);
             }
@@ -277,7 +281,7 @@ impl Bucket {
                         }
                         break;
                     }
-                    self.place(at, adaptive_interval);
+                    self.place(at, now, adaptive_interval);
                     ceil_ms(at)
                 }
             };
@@ -320,7 +324,7 @@ impl Bucket {
     }
 
     /// Takes every timeline at `at`, for a permit placed there.
-    pub(super) fn place(&mut self, at: Micros, adaptive_interval: Micros) {
+    pub(super) fn place(&mut self, at: Micros, now: Micros, adaptive_interval: Micros) {
         for t in &mut self.timelines {
             t.take(at);
         }
@@ -330,6 +334,7 @@ impl Bucket {
         if let Some(a) = &mut self.adaptive {
             a.on_grant(at);
         }
+        self.throughput.granted(at, now);
         self.returns.granted(ceil_ms(at));
     }
 
@@ -454,6 +459,8 @@ impl Bucket {
         self.returns.clear();
         let until = now.saturating_add(cooldown_us);
         let fresh = now >= self.cooldown_until;
+        self.throughput.refused(now);
+        let streamed = self.stream_spacing().is_some();
         let Some(a) = &mut self.adaptive else {
             self.cooldown_until = self.cooldown_until.max(until);
             self.pending_cut = true;
@@ -469,7 +476,13 @@ impl Bucket {
             true
         } else if now >= a.event_until {
             let granted_until = self.last_at.unwrap_or(now).max(now);
-            a.cut(now, cooldown_us, granted_until)
+            // Calls on kept leases are not granted one by one, so grants
+            // say nothing of what the provider accepted.
+            let accepted = match streamed {
+                false => self.throughput.accepted_in_last_second(now, a.rate()),
+                true => None,
+            };
+            a.cut(now, cooldown_us, granted_until, accepted)
         } else {
             false
         };

@@ -200,7 +200,7 @@ impl Bucket {
                 self.leases.streams.untake(ready);
                 break;
             }
-            self.place(at, adaptive_interval);
+            self.place(at, now, adaptive_interval);
             let id = ids.next_id();
             self.leases.insert(id, at.saturating_add(lease_ttl));
             self.leases.streams.chains.insert(id, now);

@@ -3,13 +3,15 @@
 use std::collections::VecDeque;
 
 use super::codec::{Reader, Writer};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::gateway::adaptive::{AdaptiveRate, Curve, Pause};
 use crate::gateway::bucket::Bucket;
 use crate::gateway::concurrency::ConcurrencyLimits;
 use crate::gateway::leases::{LeaseId, LeaseTable};
+use crate::gateway::leash::Leash;
 use crate::gateway::quota::{Quota, QuotaWindow};
 use crate::gateway::recent::RecentPermits;
+use crate::gateway::throughput::Throughput;
 use crate::gateway::timeline::Timeline;
 use crate::protocol::{rules_signature, PacingRule};
 
@@ -59,6 +61,13 @@ pub(super) fn write_bucket(w: &mut Writer, b: &Bucket) {
         w.uint(at);
         w.uint(n);
     }
+    for slots in [&b.throughput.granted, &b.throughput.refused] {
+        w.uint(slots.len() as u64);
+        for &(slot, n) in slots {
+            w.uint(slot);
+            w.uint(u64::from(n));
+        }
+    }
 }
 
 /// Reads a bucket record of format `version`: version 1 had 64-bit lease
@@ -84,7 +93,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     let adaptive = match r.byte()? {
         0 => None,
         _ if version == 1 => Some(read_adaptive_v1(r)?),
-        _ => Some(read_adaptive(r)?),
+        _ => Some(read_adaptive(r, version)?),
     };
     let adaptive_tat = r.uint()?;
     let cooldown_until = r.uint()?;
@@ -129,6 +138,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
         reported_successes: r.uint()?,
         slot_turns_tat: r.uint()?,
         returns: Default::default(),
+        throughput: Throughput::default(),
     };
     bucket.leases.hold_us = r.opt_uint()?;
     if version >= 2 {
@@ -141,6 +151,14 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     } else if let Some(last) = bucket.last_at {
         // Version 1 kept no count of recent permits: assume the most.
         bucket.recent.entries.push_back((last, u64::MAX));
+    }
+    // Before version 3 no counts were kept for a cut to read: the next
+    // cuts go by their factors until the counts fill again.
+    if version >= 3 {
+        bucket.throughput = Throughput {
+            granted: read_slots(r)?,
+            refused: read_slots(r)?,
+        };
     }
     Ok(bucket)
 }
@@ -174,10 +192,33 @@ fn write_adaptive(w: &mut Writer, a: &AdaptiveRate) {
     w.f64(a.refused);
     w.uint(a.counted_at);
     w.uint(a.event_until);
+    let leash = &a.leash;
+    w.f64(leash.accepted);
+    w.opt_uint(leash.trial.map(|(at, _)| at));
+    if let Some((_, rate)) = leash.trial {
+        w.f64(rate);
+    }
+    w.uint(u64::from(leash.steps));
+    w.f64(leash.refused);
 }
 
-fn read_adaptive(r: &mut Reader) -> Result<AdaptiveRate> {
-    Ok(AdaptiveRate {
+/// A count kept in 32 bits: a larger one is no state this build wrote.
+fn small(n: u64) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::invalid(format!("snapshot count {n} is out of range")))
+}
+
+fn read_slots(r: &mut Reader) -> Result<VecDeque<(u64, u32)>> {
+    let mut slots = VecDeque::new();
+    for _ in 0..r.len()? {
+        let slot = r.uint()?;
+        let n = small(r.uint()?)?;
+        slots.push_back((slot, n));
+    }
+    Ok(slots)
+}
+
+fn read_adaptive(r: &mut Reader, version: u8) -> Result<AdaptiveRate> {
+    let mut a = AdaptiveRate {
         cap: r.f64()?,
         stated: r.opt_f64()?,
         curve: match r.byte()? {
@@ -204,7 +245,19 @@ fn read_adaptive(r: &mut Reader) -> Result<AdaptiveRate> {
         refused: r.f64()?,
         counted_at: r.uint()?,
         event_until: r.uint()?,
-    })
+        leash: Leash::default(),
+    };
+    // Before version 3 the leash was not kept: it is slack until the next
+    // cut sets it.
+    if version >= 3 {
+        a.leash.accepted = r.f64()?;
+        if let Some(at) = r.opt_uint()? {
+            a.leash.trial = Some((at, r.f64()?));
+        }
+        a.leash.steps = small(r.uint()?)?;
+        a.leash.refused = r.f64()?;
+    }
+    Ok(a)
 }
 
 /// Version 1's rate, a curve over successes: its cap, plateau, successes to

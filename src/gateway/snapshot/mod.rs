@@ -9,8 +9,9 @@
 //! starves a bucket or answers garbage. The state is LEB128 integers,
 //! little-endian fixed-width numbers and length-prefixed UTF-8 strings;
 //! maps are written in key order, so equal states give equal bytes.
-//! Version 1 (no checksum, 64-bit lease ids, full reservations) is still
-//! read.
+//! Version 1 (no checksum, 64-bit lease ids, full reservations) and
+//! version 2 (no counts for the adaptive rate's cuts and probe leash) are
+//! still read.
 
 mod bucket_record;
 mod codec;
@@ -29,7 +30,7 @@ use codec::{Reader, Writer};
 use ledger_record::{read_ledger, write_ledger};
 
 const MAGIC: &[u8; 4] = b"PCLN";
-const FORMAT_VERSION: u8 = 2;
+const FORMAT_VERSION: u8 = 3;
 const CHECKSUM_BYTES: usize = 8;
 
 fn checksum(bytes: &[u8]) -> [u8; CHECKSUM_BYTES] {
@@ -80,7 +81,7 @@ impl GatewayCore {
         let version = r.byte()?;
         match version {
             1 => Self::restore_state(r, config, 1),
-            FORMAT_VERSION => {
+            2 | FORMAT_VERSION => {
                 let body_end = bytes.len().checked_sub(CHECKSUM_BYTES).filter(|&e| e >= 5);
                 let body_end = body_end.ok_or_else(|| r.truncated())?;
                 if checksum(&bytes[..body_end]) != bytes[body_end..] {
@@ -92,10 +93,10 @@ impl GatewayCore {
                     bytes: &bytes[..body_end],
                     at: r.at,
                 };
-                Self::restore_state(body, config, FORMAT_VERSION)
+                Self::restore_state(body, config, version)
             }
             _ => Err(Error::invalid(format!(
-                "snapshot format version {version} is not supported (this build reads 1 and {FORMAT_VERSION})"
+                "snapshot format version {version} is not supported (this build reads 1 to {FORMAT_VERSION})"
             ))),
         }
     }

@@ -177,6 +177,11 @@ impl Bucket {
                 kept.push(text.clone());
             }
         }
+        if !kept.is_empty() {
+            // Calls go on on the kept slots: as far as the adaptive rate's
+            // clock goes, the bucket is in use as if it granted now.
+            self.last_at = Some(self.last_at.map_or(now, |last| last.max(now)));
+        }
         let free = self
             .max_concurrency()
             .map_or(0, |max| max.saturating_sub(self.leases.live(now) as u64));

@@ -26,6 +26,7 @@ mod slots;
 mod snapshot;
 mod throughput;
 mod timeline;
+mod turns;
 mod view;
 
 pub use config::{GatewayConfig, MAX_NOW_MS, MAX_TABLES};

@@ -95,6 +95,39 @@ fn shapes() {
     }
 }
 
+/// The hidden limit's figures depend on where the last probe falls against
+/// the rise: the same scenario with the rise at each second from 56 to 64 s,
+/// their means and worst.
+fn hidden_limit_rises(horizon: u64) {
+    let start = Instant::now();
+    let runs: Vec<(f64, f64, u64)> = (56..=64)
+        .map(|s| {
+            let rise = s * 1_000;
+            let mut config = hidden_limit(horizon);
+            config.true_limit = vec![(0, 8), (rise, 20)];
+            let r = run_fleet(&config);
+            (
+                r.rejection_share(5_000, rise),
+                accepted_rps(&r, 5_000, rise) / 8.0,
+                time_to_reach(&r, rise, 19.0).unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    let n = runs.len() as f64;
+    let mean = |f: fn(&(f64, f64, u64)) -> f64| runs.iter().map(f).sum::<f64>() / n;
+    println!(
+        "| same, the rise at each second of 56-64 s ({} runs) | {horizon} | | | | | mean: 429s {:.2}%, throughput {:.1}%, back in {:.0} ms; worst: {:.2}%, {:.1}%, {} ms | {:.1} ms |",
+        runs.len(),
+        mean(|r| r.0) * 100.0,
+        mean(|r| r.1) * 100.0,
+        mean(|r| r.2 as f64),
+        runs.iter().map(|r| r.0).fold(0.0, f64::max) * 100.0,
+        runs.iter().map(|r| r.1).fold(1.0, f64::min) * 100.0,
+        runs.iter().map(|r| r.2).max().unwrap_or(0),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
+}
+
 fn main() {
     let benchmarking = std::env::args().any(|a| a == "--bench");
     let horizons: &[u64] = if benchmarking {
@@ -163,6 +196,7 @@ fn main() {
                 )
             },
         );
+        hidden_limit_rises(h);
         row(
             "gateway down 40-45 s, budget charged per call",
             h,

@@ -13,21 +13,18 @@ use paceline::sim::scenarios::{
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
 /// 5 s, the share of the hidden limit used over the same time, and how long
-/// the fleet takes to be back at 95% of the rule once the limit rises. At
-/// the gateway's default 1 s horizon these are the targets; at the 2 s
-/// fleet horizon, permits granted further ahead keep going out at a probe's
-/// rate for a second longer after its 429, and the figures are weaker
-/// (bounds a little under what the simulation measures, so a regression
-/// shows).
+/// the fleet takes to be back at 95% of the rule once the limit rises: the
+/// targets, at the gateway's default 1 s horizon and the 2 s fleet horizon.
 const HIDDEN_BY_HORIZON: [(u64, f64, f64, u64); 2] = [
     (1_000, 0.02, 0.95, 15_000),
-    (FLEET_HORIZON_MS, 0.04, 0.92, 17_000),
+    (FLEET_HORIZON_MS, 0.02, 0.95, 15_000),
 ];
 /// Under a limit drifting as a sine between 30% and 100% of the rule: the
-/// 429 share and the share of the true limit used (the targets were 3% and
-/// 90%; see the adaptive module for why the fleet falls short).
-const DRIFT_429_SHARE: f64 = 0.055;
-const DRIFT_UTILIZATION: f64 = 0.83;
+/// 429 share and the share of the true limit used. The targets are 3% and
+/// 90%; the fleet uses 91% at 3.4% 429s (see the adaptive module for why),
+/// so the 429 bound sits a little over what is measured.
+const DRIFT_429_SHARE: f64 = 0.036;
+const DRIFT_UTILIZATION: f64 = 0.90;
 
 #[test]
 fn a_saturated_fleet_never_exceeds_the_limit_and_uses_all_of_it() {

@@ -318,12 +318,12 @@ fn a_version_1_snapshot_restores_and_continues_its_leases_budgets_and_cuts() {
         Some(7.0),
         "the pending cut survived"
     );
-    let now = g.snapshot();
-    assert_eq!(now[4], 3, "written again in the current format");
+    let current = g.snapshot();
+    assert_eq!(current[4], 4, "written in the current format");
     assert_eq!(
-        GatewayCore::restore(&now, GatewayConfig::default())
+        GatewayCore::restore(&current, GatewayConfig::default())
             .unwrap()
             .snapshot(),
-        now
+        current
     );
 }

@@ -9,9 +9,10 @@ use paceline::gateway::{handle, GatewayConfig, GatewayCore};
 
 const T0: u64 = 1_767_225_600_000;
 
-/// The state the version-2 fixture was written from: leases, a cooldown, an
-/// adaptive cut, a quota window, returned times and a run's ledger.
-fn v2_scenario() -> GatewayCore {
+/// The state the version-2 and version-3 fixtures were written from (by the
+/// builds of those versions): leases, a cooldown, an adaptive cut, a quota
+/// window, returned times and a run's ledger.
+fn scenario() -> GatewayCore {
     let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
     let mut post = |path: &str, body: &str, now: u64| {
         let r = handle(&mut g, "POST", path, body.as_bytes(), now);
@@ -78,14 +79,42 @@ fn v2_scenario() -> GatewayCore {
 }
 
 #[test]
-fn a_version_2_snapshot_restores_to_the_state_it_was_written_from() {
-    // Written by the version-2 build from `v2_scenario`.
+fn a_version_3_snapshot_restores_to_the_state_it_was_written_from() {
+    let v3 = include_bytes!("fixtures/gateway-snapshot-v3.bin");
+    assert_eq!(v3[4], 3, "the fixture is version 3");
+    let restored = GatewayCore::restore(v3, GatewayConfig::default()).unwrap();
+    let now = scenario().snapshot();
+    assert_eq!(now[4], 4);
+    assert_eq!(restored.snapshot(), now, "nothing was lost or changed");
+}
+
+#[test]
+fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_as_version_4() {
+    // Version 2 kept no counts for the adaptive rate's cuts: those start
+    // empty, so the state equals the scenario's but for them.
     let v2 = include_bytes!("fixtures/gateway-snapshot-v2.bin");
     assert_eq!(v2[4], 2, "the fixture is version 2");
-    let restored = GatewayCore::restore(v2, GatewayConfig::default()).unwrap();
-    let now = v2_scenario().snapshot();
-    assert_eq!(now[4], 3);
-    assert_eq!(restored.snapshot(), now, "nothing was lost or changed");
+    let mut restored = GatewayCore::restore(v2, GatewayConfig::default()).unwrap();
+    assert_eq!(restored.budget_counter("run-1", "toolCall"), 3);
+    assert_eq!(restored.bucket_count(), 4);
+    let again = restored.snapshot();
+    assert_eq!(again[4], 4);
+    let back = GatewayCore::restore(&again, GatewayConfig::default()).unwrap();
+    assert_eq!(back.snapshot(), again);
+    let rules = r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":10}]"#;
+    let body = format!(r#"{{"bucketId":"org:leased",{rules},"requested":10}}"#);
+    let r = handle(
+        &mut restored,
+        "POST",
+        "/v1/rate/acquire",
+        body.as_bytes(),
+        T0,
+    );
+    let grant: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(
+        grant["granted"], 6,
+        "four of its ten slots are still leased"
+    );
 }
 
 /// A host's storage: records applied as `take_changed_records` hands them.
@@ -110,7 +139,7 @@ fn restored(store: &BTreeMap<String, Vec<u8>>) -> GatewayCore {
 
 #[test]
 fn the_records_restore_the_gateway_the_whole_snapshot_restores() {
-    let g = v2_scenario();
+    let g = scenario();
     let records: BTreeMap<_, _> = g.records().into_iter().collect();
     assert_eq!(records.len(), 1 + 4 + 1, "meta, four buckets, one run");
     assert_eq!(restored(&records).snapshot(), g.snapshot());

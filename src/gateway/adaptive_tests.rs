@@ -1,4 +1,5 @@
 use super::*;
+use crate::gateway::leash::FIRST_STEP;
 
 const S: Micros = 1_000_000;
 
@@ -12,6 +13,7 @@ fn run_for(a: &mut AdaptiveRate, from: Micros, secs: u64) -> Micros {
     let mut t = from;
     while t < end {
         t += S / 10;
+        a.on_grant(t);
         a.credit(t + MATURITY_US, Some(t));
     }
     end
@@ -27,16 +29,16 @@ fn starts_at_the_cap() {
 #[test]
 fn a_429_that_is_no_probe_cuts_deep() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S, 0);
+    a.cut(S, S, 0, None);
     assert!(close(a.rate(), 14.0), "{}", a.rate());
-    a.cut(2 * S, S, 0);
+    a.cut(2 * S, S, 0, None);
     assert!(close(a.rate(), 9.8), "{}", a.rate());
 }
 
 #[test]
 fn time_with_grants_climbs_to_a_plateau_under_the_refused_rate_and_holds() {
     let mut a = AdaptiveRate::new(20.0);
-    assert!(a.cut(S, S, 0), "a deep cut sits out the cooldown");
+    assert!(a.cut(S, S, 0, None), "a deep cut sits out the cooldown");
     let t = run_for(&mut a, 2 * S, RECOVERY_S as u64);
     assert!(close(a.rate(), 20.0 * PLATEAU), "{}", a.rate());
     run_for(&mut a, t, 1);
@@ -50,9 +52,9 @@ fn time_with_grants_climbs_to_a_plateau_under_the_refused_rate_and_holds() {
 #[test]
 fn a_low_rate_recovers_as_fast_as_a_high_one() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S, 0);
-    a.cut(2 * S, S, 0);
-    a.cut(3 * S, S, 0);
+    a.cut(S, S, 0, None);
+    a.cut(2 * S, S, 0, None);
+    a.cut(3 * S, S, 0, None);
     let low = a.rate();
     assert!(low < 7.0, "{low}");
     run_for(&mut a, 4 * S, RECOVERY_S as u64);
@@ -67,7 +69,7 @@ fn a_low_rate_recovers_as_fast_as_a_high_one() {
 #[test]
 fn an_idle_bucket_gathers_no_credit() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S, 0);
+    a.cut(S, S, 0, None);
     a.credit(102 * S, Some(2 * S));
     assert_eq!(
         a.trust_us, IDLE_CREDIT_US,
@@ -78,7 +80,7 @@ fn an_idle_bucket_gathers_no_credit() {
 #[test]
 fn a_failed_probe_returns_to_the_plateau_holds_and_does_not_stop_the_fleet() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S, 0);
+    a.cut(S, S, 0, None);
     let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 + 1);
     let probing = a.rate();
     let plateau = 20.0 * PLATEAU;
@@ -87,7 +89,7 @@ fn a_failed_probe_returns_to_the_plateau_holds_and_does_not_stop_the_fleet() {
         a.refused_at(t),
         "a 429 while probing needs no corroboration"
     );
-    assert!(!a.cut(t, S, 0));
+    assert!(!a.cut(t, S, 0, None));
     assert!(
         close(a.rate(), (probing * PROBE_BETA).min(plateau)),
         "{}",
@@ -100,7 +102,7 @@ fn a_failed_probe_returns_to_the_plateau_holds_and_does_not_stop_the_fleet() {
 fn a_probe_refused_far_above_its_plateau_settles_near_the_rate_the_429_answers() {
     let mut a = AdaptiveRate::new(20.0);
     for i in 0..3 {
-        a.cut(S + i * 1_100_000, S, 0);
+        a.cut(S + i * 1_100_000, S, 0, None);
     }
     let plateau = a.curve.as_ref().unwrap().w_max;
     let t = run_for(&mut a, 5 * S, RECOVERY_S as u64 + 4);
@@ -111,7 +113,7 @@ fn a_probe_refused_far_above_its_plateau_settles_near_the_rate_the_429_answers()
         let c = a.curve.as_ref().unwrap();
         c.rate_at(c.elapsed_us - 1_500_000, 20.0)
     };
-    assert!(!a.cut(t, S, t + S));
+    assert!(!a.cut(t, S, t + S, None));
     let start = a.rate();
     assert!(close(start, then * PROBE_BETA), "{start} for {then}");
     assert!(start > plateau, "not back at the old plateau {plateau}");
@@ -120,11 +122,11 @@ fn a_probe_refused_far_above_its_plateau_settles_near_the_rate_the_429_answers()
 #[test]
 fn a_429_while_holding_steps_down_a_little_without_stopping_the_fleet() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S, 0);
+    a.cut(S, S, 0, None);
     let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 - 1);
     let holding = a.rate();
     assert!(holding >= 0.95 * 20.0 * PLATEAU, "{holding}");
-    assert!(!a.cut(t, S, 0));
+    assert!(!a.cut(t, S, 0, None));
     assert!(close(a.rate(), holding * DRIFT_BETA), "{}", a.rate());
 }
 
@@ -144,8 +146,8 @@ fn a_rare_429_among_many_grants_is_noise() {
 #[test]
 fn past_the_plateau_the_rate_climbs_back_to_the_cap_and_forgets_the_cut() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S, 0);
-    a.cut(2 * S, S, 0);
+    a.cut(S, S, 0, None);
+    a.cut(2 * S, S, 0, None);
     run_for(&mut a, 3 * S, 60);
     assert_eq!(a.rate(), 20.0);
     assert!(!a.is_reduced());
@@ -156,14 +158,14 @@ fn the_rate_never_falls_below_the_floor() {
     let mut a = AdaptiveRate::new(10.0);
     let mut t = S;
     while a.pause.is_none() {
-        a.cut(t, S, 0);
+        a.cut(t, S, 0, None);
         t += S;
     }
     a.on_grant(t);
     a.credit(t + MATURITY_US, Some(t));
     for _ in 0..100 {
         t += S;
-        a.cut(t, S, 0);
+        a.cut(t, S, 0, None);
     }
     assert!(close(a.rate(), a.floor()), "{}", a.rate());
     assert!(a.rate() > 0.0);
@@ -174,7 +176,7 @@ fn cuts_with_no_success_between_them_down_past_the_pause_share_are_an_outage() {
     let mut a = AdaptiveRate::new(20.0);
     let mut t = S;
     while a.pause.is_none() {
-        a.cut(t, S, 0);
+        a.cut(t, S, 0, None);
         t += S;
         assert!(t < 10 * S, "never paused");
     }
@@ -195,7 +197,7 @@ fn a_limit_that_truly_fell_is_cut_after_one_resume() {
     let mut a = AdaptiveRate::new(20.0);
     let mut t = S;
     while a.pause.is_none() {
-        a.cut(t, S, 0);
+        a.cut(t, S, 0, None);
         t += S;
     }
     a.on_grant(t);
@@ -203,7 +205,7 @@ fn a_limit_that_truly_fell_is_cut_after_one_resume() {
     assert!(a.pause.is_none());
     for _ in 0..6 {
         t += S;
-        a.cut(t, S, 0);
+        a.cut(t, S, 0, None);
     }
     assert!(a.pause.is_none(), "no second pause right after a resume");
     assert!(a.rate() < 3.0, "{}", a.rate());
@@ -212,8 +214,8 @@ fn a_limit_that_truly_fell_is_cut_after_one_resume() {
 #[test]
 fn a_rules_flip_keeps_the_cut_unless_stricter() {
     let mut a = AdaptiveRate::new(20.0);
-    a.cut(S, S, 0);
-    a.cut(2 * S, S, 0);
+    a.cut(S, S, 0, None);
+    a.cut(2 * S, S, 0, None);
     assert!(close(a.rate(), 9.8));
     a.set_cap(40.0);
     assert!(close(a.rate(), 9.8), "{}", a.rate());
@@ -244,11 +246,63 @@ fn a_stated_limit_lowers_the_ceiling_and_a_higher_one_is_ignored() {
     assert!(a.is_reduced());
     a.state_limit(50.0);
     assert_eq!(a.rate(), 20.0, "never above the rules");
-    a.cut(S, S, 0);
+    a.cut(S, S, 0, None);
     a.state_limit(18.0);
     assert!(
         close(a.rate(), 14.0),
         "a statement never lifts a cut: {}",
         a.rate()
     );
+}
+
+#[test]
+fn a_429_with_a_reading_cuts_to_what_the_provider_accepted_without_stopping_the_fleet() {
+    let mut a = AdaptiveRate::new(20.0);
+    assert!(!a.cut(S, S, 0, Some(8.0)), "the fleet goes on");
+    assert!(close(a.rate(), 8.0 * READ_BETA), "{}", a.rate());
+    assert!(close(a.curve.as_ref().unwrap().w_max, 8.0 * READ_PLATEAU));
+}
+
+#[test]
+fn a_reading_far_under_what_was_accepted_before_is_an_outage_not_a_limit() {
+    let mut a = AdaptiveRate::new(20.0);
+    assert!(
+        a.cut(S, S, 0, Some(1.0)),
+        "the bucket sits out the cooldown"
+    );
+    assert!(a.pause.is_some());
+    assert_eq!(a.rate(), 20.0, "the remembered rate");
+}
+
+#[test]
+fn the_first_429_is_weighed_against_the_grants_before_it_bug_decay_from_time_zero() {
+    // Counted from time 0, the first decay wiped every grant, so the first
+    // 429 of a bucket passed for the provider's answer however many calls
+    // had gone through.
+    let epoch = 1_767_225_600 * S;
+    let mut a = AdaptiveRate::new(20.0);
+    for i in 0..200 {
+        a.on_grant(epoch + i * S / 20);
+    }
+    assert!(!a.refused_at(epoch + 10 * S), "1 in 200 is noise");
+}
+
+#[test]
+fn a_probe_steps_past_the_accepted_rate_by_a_share_that_doubles_with_each_step_accepted() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0, Some(8.0));
+    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64);
+    let plateau = a.curve.as_ref().unwrap().w_max;
+    assert!(a.rate() <= plateau * (1.0 + FIRST_STEP) + 1e-9);
+    let mut steps = vec![a.rate()];
+    let mut t = t;
+    for _ in 0..6 {
+        t = run_for(&mut a, t, 1);
+        steps.push(a.rate());
+    }
+    for pair in steps.windows(2) {
+        assert!(pair[1] >= pair[0], "it climbs: {steps:?}");
+    }
+    assert!(steps[1] <= steps[0] * 1.2, "a small first step: {steps:?}");
+    assert_eq!(steps[6], 20.0, "a limit that rose is found: {steps:?}");
 }

@@ -8,6 +8,7 @@ use super::leases::{format_lease_id, LeaseIds, LeaseTable};
 use super::quota::Quota;
 use super::recent::RecentPermits;
 use super::returns::ReturnPool;
+use super::throughput::Throughput;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
 use crate::protocol::{AcquireResponse, PacingRule, QuotaReport};
@@ -60,6 +61,8 @@ pub(crate) struct Bucket {
     pub reported_successes: u64,
     /// Granted times clients gave back, for the next acquirer.
     pub returns: ReturnPool,
+    /// Permits granted and 429s lately, for what the provider accepted.
+    pub throughput: Throughput,
 }
 
 /// What an acquire produced, before it becomes a wire response.
@@ -89,6 +92,7 @@ impl Bucket {
             quota: Quota::default(),
             reported_successes: 0,
             returns: ReturnPool::default(),
+            throughput: Throughput::default(),
         }
     }
 
@@ -179,7 +183,7 @@ impl Bucket {
             None => {
                 let mut a = AdaptiveRate::new(cap);
                 if std::mem::take(&mut self.pending_cut) {
-                    a.cut(self.cooldown_until, 0, self.cooldown_until);
+                    a.cut(self.cooldown_until, 0, self.cooldown_until, None);
                 }
                 self.adaptive = Some(a);
             }
@@ -277,7 +281,7 @@ impl Bucket {
                         }
                         break;
                     }
-                    self.place(at, adaptive_interval);
+                    self.place(at, now, adaptive_interval);
                     ceil_ms(at)
                 }
             };
@@ -320,7 +324,7 @@ impl Bucket {
     }
 
     /// Takes every timeline at `at`, for a permit placed there.
-    pub(super) fn place(&mut self, at: Micros, adaptive_interval: Micros) {
+    pub(super) fn place(&mut self, at: Micros, now: Micros, adaptive_interval: Micros) {
         for t in &mut self.timelines {
             t.take(at);
         }
@@ -330,34 +334,13 @@ impl Bucket {
         if let Some(a) = &mut self.adaptive {
             a.on_grant(at);
         }
+        self.throughput.granted(at, now);
         self.returns.granted(ceil_ms(at));
     }
 
     /// The adaptive rate's spacing, or none when no adaptive rule applies.
     pub(super) fn adaptive_interval(&self) -> Micros {
         self.effective_rps().map_or(0, interval_for_rps)
-    }
-
-    /// Whether a grant fell short because other callers hold the timeline
-    /// (its first time is past the earliest the caller could take), rather
-    /// than because the caller asked for more than the horizon holds.
-    fn contended(&self, times: &[u64], wanted: u64, earliest: Micros) -> bool {
-        (times.len() as u64) < wanted
-            && times
-                .first()
-                .is_none_or(|&first| micros(first) > earliest.max(self.cooldown_until) + 1_000)
-    }
-
-    /// The spacing of the bucket's permits: its strictest timeline's, or the
-    /// adaptive rate's if that is wider.
-    fn turn_interval(&self, adaptive_interval: Micros) -> Micros {
-        self.timelines
-            .iter()
-            .map(|t| t.interval_us)
-            .chain([adaptive_interval])
-            .max()
-            .unwrap_or(0)
-            .max(1)
     }
 
     /// Credits the adaptive rate with the time its granted permits have
@@ -394,56 +377,6 @@ impl Bucket {
         }
     }
 
-    /// Every slot is taken: books the caller a turn at the slots, after the
-    /// callers already refused, from when the leases in flight are likely
-    /// to come back (their usual hold, learned from releases). Callers then
-    /// return about when a slot frees instead of polling.
-    pub(super) fn book_slot_turn(&mut self, requested: u64, now: Micros, lease_ttl: Micros) -> u64 {
-        let Some(max) = self.max_concurrency() else {
-            return 1;
-        };
-        let Some(hold) = self.leases.hold_us else {
-            // Nothing released yet: no idea how long calls take, so look
-            // again soon.
-            let until_expiry = self
-                .leases
-                .next_expiry(now)
-                .map_or(CONCURRENCY_RETRY_MS, |e| ceil_ms(e.saturating_sub(now)));
-            return until_expiry.clamp(1, CONCURRENCY_RETRY_MS);
-        };
-        let free_at = self.leases.likely_free_at(now, lease_ttl).unwrap_or(now);
-        // A quarter of a slot's share per booked permit: calls end unevenly,
-        // and a slot left idle costs more than a caller back a little early
-        // (in the fleet simulation this cut round trips per permit from 8.9
-        // to 3.0 for 4% of the throughput; a full share cost 25%).
-        let per_slot = hold / max.max(1) / 4;
-        let start = self.slot_turns_tat.max(free_at);
-        self.slot_turns_tat = start
-            .saturating_add(requested.min(max).saturating_mul(per_slot))
-            .min(now.saturating_add(MAX_TURN_QUEUE_US));
-        ceil_ms(start.saturating_sub(now)).max(1)
-    }
-
-    /// Books the caller's next turn: the stretch of the timeline, after every
-    /// turn already booked, where its next block (`wanted` permits, at most a
-    /// horizon's worth) will be free. Returns how long the caller should
-    /// wait before asking for it: until the turn starts, or later if the
-    /// horizon would not yet reach the turn's last permit. Callers that
-    /// honour it come back one at a time to full blocks instead of polling
-    /// together for scraps, which keeps gateway round trips per permit low
-    /// when many isolates contend.
-    fn book_turn(&mut self, wanted: u64, now: Micros, horizon: Micros, interval: Micros) -> u64 {
-        let reach = horizon - now;
-        let booked = wanted.min(reach / interval + 1);
-        let turn_start = self.turns_tat.max(self.next_free(now));
-        let last_permit = turn_start.saturating_add((booked - 1).saturating_mul(interval));
-        self.turns_tat = last_permit
-            .saturating_add(interval)
-            .min(now.saturating_add(MAX_TURN_QUEUE_US));
-        let ready = turn_start.max(last_permit.saturating_sub(reach));
-        ceil_ms(ready.saturating_sub(now))
-    }
-
     /// A provider's 429 with `Retry-After` of `cooldown_us`. The first report
     /// of an overload cuts the rate (or, for an outage, pauses the bucket)
     /// and pushes every timeline past the cooldown; reports during the
@@ -454,6 +387,8 @@ impl Bucket {
         self.returns.clear();
         let until = now.saturating_add(cooldown_us);
         let fresh = now >= self.cooldown_until;
+        self.throughput.refused(now);
+        let streamed = self.stream_spacing().is_some();
         let Some(a) = &mut self.adaptive else {
             self.cooldown_until = self.cooldown_until.max(until);
             self.pending_cut = true;
@@ -469,7 +404,13 @@ impl Bucket {
             true
         } else if now >= a.event_until {
             let granted_until = self.last_at.unwrap_or(now).max(now);
-            a.cut(now, cooldown_us, granted_until)
+            // Calls on kept leases are not granted one by one, so grants
+            // say nothing of what the provider accepted.
+            let accepted = match streamed {
+                false => self.throughput.accepted_in_last_second(now, a.rate()),
+                true => None,
+            };
+            a.cut(now, cooldown_us, granted_until, accepted)
         } else {
             false
         };

@@ -177,6 +177,11 @@ impl Bucket {
                 kept.push(text.clone());
             }
         }
+        if !kept.is_empty() {
+            // Calls go on on the kept slots: as far as the adaptive rate's
+            // clock goes, the bucket is in use as if it granted now.
+            self.last_at = Some(self.last_at.map_or(now, |last| last.max(now)));
+        }
         let free = self
             .max_concurrency()
             .map_or(0, |max| max.saturating_sub(self.leases.live(now) as u64));
@@ -200,7 +205,7 @@ impl Bucket {
                 self.leases.streams.untake(ready);
                 break;
             }
-            self.place(at, adaptive_interval);
+            self.place(at, now, adaptive_interval);
             let id = ids.next_id();
             self.leases.insert(id, at.saturating_add(lease_ttl));
             self.leases.streams.chains.insert(id, now);

@@ -8,6 +8,7 @@ use wasm_bindgen::prelude::*;
 
 use super::js::{random_key, to_js};
 use super::reader::{message, string, time, ObjectArg, MAX_SAFE_INTEGER};
+use crate::client::LOCAL_WINDOW_GUARD_MS;
 use crate::error::Error;
 use crate::gateway::{self, GatewayConfig};
 use crate::protocol::{
@@ -27,7 +28,7 @@ export interface GatewayCoreOptions {
   maxBuckets?: number;
   /** The same for run ledgers, which are also forgotten a day after their last charge (default 10000). */
   maxRuns?: number;
-  /** Schedule every rule window as if this much longer, absorbing network jitter (default 0). */
+  /** Schedule every rule window as if this much longer, absorbing timer and network jitter (default 25: a JS client's timer fires a little late, and a permit sent past its tolerance is dead). */
   windowGuardMs?: number;
 }
 export interface GatewayHttpResponse { status: number; body: Uint8Array }
@@ -94,7 +95,9 @@ fn config_from(options: &JsValue) -> Result<GatewayConfig, Error> {
         max_runs: o
             .opt_integer("maxRuns", MAX_SAFE_INTEGER)?
             .map_or(defaults.max_runs, |n| n as usize),
-        window_guard_ms: millis("windowGuardMs")?.unwrap_or(defaults.window_guard_ms),
+        // A JS host's clients wake on JS timers, which fire a little late:
+        // with no guard, a permit a millisecond late is dead.
+        window_guard_ms: millis("windowGuardMs")?.unwrap_or(LOCAL_WINDOW_GUARD_MS),
     })
 }
 

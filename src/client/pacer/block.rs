@@ -10,7 +10,8 @@ use std::collections::VecDeque;
 
 use super::clock::ClockSync;
 use super::refill::Target;
-use crate::protocol::PacingRule;
+use crate::error::{Error, ErrorCode, Result};
+use crate::protocol::{has_concurrency, AcquireResponse, PacingRule};
 use crate::time::Millis;
 
 /// A grant's tolerance when the gateway announces none (an older one): it
@@ -136,6 +137,50 @@ impl Block {
     pub fn next_due(&self, clock: &ClockSync) -> Option<Millis> {
         self.slots.front()?.at.map(|at| clock.to_local(at))
     }
+}
+
+/// A grant must carry one lease per permit exactly when the rules bound
+/// concurrency, and finite times; a grant without times (an older gateway)
+/// is usable at once.
+pub(super) fn validate_grant(
+    bucket_id: &str,
+    rules: &[PacingRule],
+    response: &AcquireResponse,
+) -> Result<VecDeque<Slot>> {
+    let granted = response.granted as usize;
+    let leases = response.lease_ids.clone().unwrap_or_default();
+    let concurrency = has_concurrency(rules);
+    let bad = |message: String| Err(Error::new(ErrorCode::GatewayUnavailable, message));
+    if concurrency && leases.len() != granted {
+        return bad(format!(
+            "the gateway granted {granted} concurrency permits for {bucket_id} with {} lease ids",
+            leases.len()
+        ));
+    }
+    if !concurrency && !leases.is_empty() {
+        return bad(format!(
+            "the gateway returned {} lease ids for pure-rate bucket {bucket_id}",
+            leases.len()
+        ));
+    }
+    let times: Vec<Option<Millis>> = match &response.scheduled_at_ms {
+        Some(times) if times.len() != granted => {
+            return bad(format!(
+                "the gateway granted {granted} permits for {bucket_id} with {} dispatch times",
+                times.len()
+            ))
+        }
+        Some(times) => times.iter().copied().map(Some).collect(),
+        None => vec![None; granted],
+    };
+    let mut leases = leases.into_iter();
+    Ok(times
+        .into_iter()
+        .map(|at| Slot {
+            at,
+            lease: if concurrency { leases.next() } else { None },
+        })
+        .collect())
 }
 
 #[cfg(test)]

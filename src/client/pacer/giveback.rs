@@ -6,7 +6,7 @@
 //! only when nothing else carried it.
 
 use super::block::{leases_and_times, Slot};
-use super::GatewayRateState;
+use super::{GatewayRateState, Inner};
 use crate::client::retry::with_retries;
 use crate::error::Error;
 use crate::protocol::{limits, rules_signature, PacingRule, ReleaseRequest};
@@ -223,6 +223,53 @@ impl GatewayRateState {
                     });
                 }
             }
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// A state that goes away (a request's state, a freed object) hands its
+    /// cached permits back at once: their times to the fleet, their leases
+    /// to the gateway's count.
+    fn drop(&mut self) {
+        let now = self.rt.now_ms();
+        let mut requests = Vec::new();
+        for (bucket_id, state) in self.buckets.get_mut().drain() {
+            if let Some(pool) = state.pool.filter(|p| !p.idle.is_empty()) {
+                // Kept leases go back at once: a call started on one less
+                // than its spacing ago only lets the gateway's next holder
+                // start a little early on that slot, once.
+                requests.push(ReleaseRequest {
+                    bucket_id: bucket_id.clone(),
+                    rate_scope_token: pool.token,
+                    rules: pool.rules,
+                    lease_ids: pool.idle.into_iter().map(|l| l.id).collect(),
+                    scheduler_schema: self.options.scheduler_schema.clone(),
+                    returned_at_ms: Vec::new(),
+                });
+            }
+            let Some(block) = state.block else { continue };
+            let (lease_ids, returned_at_ms) =
+                leases_and_times(block.slots, state.clock.to_gateway(now));
+            if lease_ids.is_empty() && returned_at_ms.is_empty() {
+                continue;
+            }
+            requests.push(ReleaseRequest {
+                bucket_id,
+                rate_scope_token: block.token,
+                rules: block.rules,
+                lease_ids,
+                scheduler_schema: self.options.scheduler_schema.clone(),
+                returned_at_ms,
+            });
+        }
+        for request in requests {
+            let port = self.port.clone();
+            self.rt.spawn(Box::pin(async move {
+                // Nobody is left to hear of a failure: the leases then come
+                // back at their TTL and the times go unused.
+                let _ = port.release(request).await;
+            }));
         }
     }
 }

@@ -13,6 +13,7 @@ mod block;
 mod clock;
 mod demand;
 mod giveback;
+mod penalty;
 mod pool;
 mod quota;
 mod refill;
@@ -26,10 +27,10 @@ use super::permit::Permit;
 use super::port::{GatewayPort, InProcessGateway};
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
-use crate::protocol::{limits, rules_signature, PacingRule, PenalizeRequest, ReleaseRequest};
+use crate::protocol::{limits, rules_signature, PacingRule};
 use crate::rt::{abortable, AbortSignal, Runtime};
 use crate::time::Millis;
-use block::{leases_and_times, Block, Slot};
+use block::Block;
 use clock::ClockSync;
 use demand::DrawRate;
 use giveback::PendingBatch;
@@ -385,87 +386,6 @@ impl GatewayRateState {
         )
     }
 
-    /// A provider answered 429: tell the gateway, then drop the bucket's
-    /// cached permits inside the cooldown it answers with (so the cooldown
-    /// applies to the very next call) and thin the rest to the rate it was
-    /// cut to. A 429 the gateway takes for noise leaves the cooldown, and so
-    /// the block, as it was; if the gateway cannot be told, the whole block
-    /// goes.
-    pub async fn penalize(
-        &self,
-        bucket_id: &str,
-        rate_scope_token: Option<&str>,
-        cooldown_ms: Millis,
-    ) -> Result<()> {
-        if cooldown_ms == 0 {
-            return Ok(());
-        }
-        let request = PenalizeRequest {
-            bucket_id: bucket_id.to_owned(),
-            rate_scope_token: rate_scope_token.map(str::to_owned),
-            cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
-            scheduler_schema: self.inner.options.scheduler_schema.clone(),
-            quota: self.state(bucket_id, |s| s.quota.pending.take()),
-        };
-        let outcome = self.inner.port.penalize(request).await.map_err(|e| Error {
-            message: format!("penalize failed for {bucket_id}: {}", e.message),
-            ..e
-        });
-        let until = outcome
-            .as_ref()
-            .map_or(Millis::MAX, |r| r.cooldown_until_ms);
-        let cut_to = outcome
-            .as_ref()
-            .ok()
-            .and_then(|r| r.effective_requests_per_second);
-        let dropped = self.state(bucket_id, |s| {
-            let previous = s.effective_rps;
-            s.effective_rps = cut_to.or(previous);
-            if let Some(pool) = &mut s.pool {
-                let local = if until == Millis::MAX {
-                    Millis::MAX
-                } else {
-                    s.clock.to_local(until)
-                };
-                pool.cooldown_until = pool.cooldown_until.max(local);
-            }
-            let block = s.block.as_mut()?;
-            let inside_cooldown = block
-                .slots
-                .partition_point(|slot| slot.at.is_none_or(|at| at < until));
-            let mut dropped: Vec<Slot> = block.slots.drain(..inside_cooldown).collect();
-            // Permits held were granted at the rate the provider refused:
-            // a cut thins them to the new one.
-            if let (Some(rps), Some(previous)) = (cut_to, previous) {
-                if rps < previous {
-                    let spacing = (1_000.0 / rps) as Millis;
-                    let mut last: Option<Millis> = None;
-                    let mut kept = std::collections::VecDeque::new();
-                    for slot in block.slots.drain(..) {
-                        let at = slot.at.unwrap_or(0);
-                        if last.is_none_or(|l| at >= l.saturating_add(spacing)) {
-                            last = Some(at);
-                            kept.push_back(slot);
-                        } else {
-                            dropped.push(slot);
-                        }
-                    }
-                    block.slots = kept;
-                }
-            }
-            let (token, rules) = (block.token.clone(), block.rules.clone());
-            if block.slots.is_empty() {
-                s.block = None;
-            }
-            Some((token, rules, dropped))
-        });
-        if let Some((token, rules, dropped)) = dropped {
-            // The cut voids their times at the gateway.
-            self.void(bucket_id, token, &rules, dropped);
-        }
-        outcome.map(|_| ())
-    }
-
     /// A provider call succeeded; the next acquire reports it so the gateway
     /// can raise the rate.
     pub fn observe_success(&self, bucket_id: &str) {
@@ -494,53 +414,6 @@ impl GatewayRateState {
                 clock: self.inner.clock_seed.borrow().clone(),
                 ..BucketState::default()
             }))
-    }
-}
-
-impl Drop for Inner {
-    /// A state that goes away (a request's state, a freed object) hands its
-    /// cached permits back at once: their times to the fleet, their leases
-    /// to the gateway's count.
-    fn drop(&mut self) {
-        let now = self.rt.now_ms();
-        let mut requests = Vec::new();
-        for (bucket_id, state) in self.buckets.get_mut().drain() {
-            if let Some(pool) = state.pool.filter(|p| !p.idle.is_empty()) {
-                // Kept leases go back at once: a call started on one less
-                // than its spacing ago only lets the gateway's next holder
-                // start a little early on that slot, once.
-                requests.push(ReleaseRequest {
-                    bucket_id: bucket_id.clone(),
-                    rate_scope_token: pool.token,
-                    rules: pool.rules,
-                    lease_ids: pool.idle.into_iter().map(|l| l.id).collect(),
-                    scheduler_schema: self.options.scheduler_schema.clone(),
-                    returned_at_ms: Vec::new(),
-                });
-            }
-            let Some(block) = state.block else { continue };
-            let (lease_ids, returned_at_ms) =
-                leases_and_times(block.slots, state.clock.to_gateway(now));
-            if lease_ids.is_empty() && returned_at_ms.is_empty() {
-                continue;
-            }
-            requests.push(ReleaseRequest {
-                bucket_id,
-                rate_scope_token: block.token,
-                rules: block.rules,
-                lease_ids,
-                scheduler_schema: self.options.scheduler_schema.clone(),
-                returned_at_ms,
-            });
-        }
-        for request in requests {
-            let port = self.port.clone();
-            self.rt.spawn(Box::pin(async move {
-                // Nobody is left to hear of a failure: the leases then come
-                // back at their TTL and the times go unused.
-                let _ = port.release(request).await;
-            }));
-        }
     }
 }
 

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 
-use super::block::{Block, Slot, LEGACY_TOLERANCE_MS};
+use super::block::{validate_grant, Block, Slot, LEGACY_TOLERANCE_MS};
 use super::demand::{block_size, horizon_budget, Demand};
 use super::pool::{KeptLease, LeasePool, RENEW_EVERY_MS};
 use super::{GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
@@ -451,48 +451,4 @@ impl GatewayRateState {
         }
         self.watch_pool(&target.bucket_id);
     }
-}
-
-/// A grant must carry one lease per permit exactly when the rules bound
-/// concurrency, and finite times; a grant without times (an older gateway)
-/// is usable at once.
-fn validate_grant(
-    bucket_id: &str,
-    rules: &[PacingRule],
-    response: &AcquireResponse,
-) -> Result<VecDeque<Slot>> {
-    let granted = response.granted as usize;
-    let leases = response.lease_ids.clone().unwrap_or_default();
-    let concurrency = has_concurrency(rules);
-    let bad = |message: String| Err(Error::new(ErrorCode::GatewayUnavailable, message));
-    if concurrency && leases.len() != granted {
-        return bad(format!(
-            "the gateway granted {granted} concurrency permits for {bucket_id} with {} lease ids",
-            leases.len()
-        ));
-    }
-    if !concurrency && !leases.is_empty() {
-        return bad(format!(
-            "the gateway returned {} lease ids for pure-rate bucket {bucket_id}",
-            leases.len()
-        ));
-    }
-    let times: Vec<Option<Millis>> = match &response.scheduled_at_ms {
-        Some(times) if times.len() != granted => {
-            return bad(format!(
-                "the gateway granted {granted} permits for {bucket_id} with {} dispatch times",
-                times.len()
-            ))
-        }
-        Some(times) => times.iter().copied().map(Some).collect(),
-        None => vec![None; granted],
-    };
-    let mut leases = leases.into_iter();
-    Ok(times
-        .into_iter()
-        .map(|at| Slot {
-            at,
-            lease: if concurrency { leases.next() } else { None },
-        })
-        .collect())
 }

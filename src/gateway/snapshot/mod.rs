@@ -17,15 +17,14 @@
 //! answers garbage. Bodies are LEB128 integers, little-endian fixed-width
 //! numbers and length-prefixed UTF-8 strings; a snapshot's body is the meta
 //! record then every bucket and run record, length-prefixed, in key order,
-//! so equal states give equal bytes. Version 3 made records separable;
-//! versions 1 (no checksum, 64-bit lease ids, full reservations) and 2 (the
-//! same records inline) are still read.
+//! so equal states give equal bytes. Version 4 made records separable;
+//! versions 1 (no checksum, 64-bit lease ids, full reservations), 2 (no
+//! counts for the adaptive rate's cuts and probe leash) and 3 (records
+//! inline) are still read.
 
-mod adaptive_record;
 mod bucket_record;
 mod codec;
 mod ledger_record;
-mod quota_record;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -43,7 +42,7 @@ use codec::{Reader, Writer};
 use ledger_record::{read_ledger, write_ledger};
 
 const MAGIC: &[u8; 4] = b"PCLN";
-const FORMAT_VERSION: u8 = 3;
+const FORMAT_VERSION: u8 = 4;
 const CHECKSUM_BYTES: usize = 8;
 
 /// The key of the record holding the lease-id key and counter and the floor.
@@ -79,7 +78,7 @@ fn open(bytes: &[u8]) -> Result<(u8, Reader<'_>)> {
     }
     match r.byte()? {
         1 => Ok((1, r)),
-        version @ (2 | FORMAT_VERSION) => {
+        version @ (2..=FORMAT_VERSION) => {
             let body_end = bytes.len().checked_sub(CHECKSUM_BYTES).filter(|&e| e >= 5);
             let body_end = body_end.ok_or_else(|| r.truncated())?;
             if checksum(&bytes[..body_end]) != bytes[body_end..] {
@@ -132,10 +131,10 @@ fn run_entry(r: &mut Reader, version: u8) -> Result<(Ledger, Option<Micros>)> {
     Ok((ledger, idle_at))
 }
 
-/// Where a length-prefixed record of a version-3 snapshot ends (earlier
+/// Where a length-prefixed record of a version-4 snapshot ends (earlier
 /// versions wrote records inline).
 fn record_end(r: &mut Reader, version: u8) -> Result<Option<usize>> {
-    if version < 3 {
+    if version < 4 {
         return Ok(None);
     }
     let len = r.len()? as usize;

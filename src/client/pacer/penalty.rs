@@ -1,0 +1,92 @@
+//! A provider's 429 as the pacer takes it: the gateway hears first, and
+//! the permits held here inside its cooldown, or past the rate it cut to,
+//! go unsent.
+
+use super::block::Slot;
+use super::GatewayRateState;
+use crate::error::{Error, Result};
+use crate::protocol::{limits, PenalizeRequest};
+use crate::time::Millis;
+
+impl GatewayRateState {
+    /// A provider answered 429: tell the gateway, then drop the bucket's
+    /// cached permits inside the cooldown it answers with (so the cooldown
+    /// applies to the very next call) and thin the rest to the rate it was
+    /// cut to. A 429 the gateway takes for noise leaves the cooldown, and so
+    /// the block, as it was; if the gateway cannot be told, the whole block
+    /// goes.
+    pub async fn penalize(
+        &self,
+        bucket_id: &str,
+        rate_scope_token: Option<&str>,
+        cooldown_ms: Millis,
+    ) -> Result<()> {
+        if cooldown_ms == 0 {
+            return Ok(());
+        }
+        let request = PenalizeRequest {
+            bucket_id: bucket_id.to_owned(),
+            rate_scope_token: rate_scope_token.map(str::to_owned),
+            cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
+            scheduler_schema: self.inner.options.scheduler_schema.clone(),
+            quota: self.state(bucket_id, |s| s.quota.pending.take()),
+        };
+        let outcome = self.inner.port.penalize(request).await.map_err(|e| Error {
+            message: format!("penalize failed for {bucket_id}: {}", e.message),
+            ..e
+        });
+        let until = outcome
+            .as_ref()
+            .map_or(Millis::MAX, |r| r.cooldown_until_ms);
+        let cut_to = outcome
+            .as_ref()
+            .ok()
+            .and_then(|r| r.effective_requests_per_second);
+        let dropped = self.state(bucket_id, |s| {
+            let previous = s.effective_rps;
+            s.effective_rps = cut_to.or(previous);
+            if let Some(pool) = &mut s.pool {
+                let local = if until == Millis::MAX {
+                    Millis::MAX
+                } else {
+                    s.clock.to_local(until)
+                };
+                pool.cooldown_until = pool.cooldown_until.max(local);
+            }
+            let block = s.block.as_mut()?;
+            let inside_cooldown = block
+                .slots
+                .partition_point(|slot| slot.at.is_none_or(|at| at < until));
+            let mut dropped: Vec<Slot> = block.slots.drain(..inside_cooldown).collect();
+            // Permits held were granted at the rate the provider refused:
+            // a cut thins them to the new one.
+            if let (Some(rps), Some(previous)) = (cut_to, previous) {
+                if rps < previous {
+                    let spacing = (1_000.0 / rps) as Millis;
+                    let mut last: Option<Millis> = None;
+                    let mut kept = std::collections::VecDeque::new();
+                    for slot in block.slots.drain(..) {
+                        let at = slot.at.unwrap_or(0);
+                        if last.is_none_or(|l| at >= l.saturating_add(spacing)) {
+                            last = Some(at);
+                            kept.push_back(slot);
+                        } else {
+                            dropped.push(slot);
+                        }
+                    }
+                    block.slots = kept;
+                }
+            }
+            let (token, rules) = (block.token.clone(), block.rules.clone());
+            if block.slots.is_empty() {
+                s.block = None;
+            }
+            Some((token, rules, dropped))
+        });
+        if let Some((token, rules, dropped)) = dropped {
+            // The cut voids their times at the gateway.
+            self.void(bucket_id, token, &rules, dropped);
+        }
+        outcome.map(|_| ())
+    }
+}

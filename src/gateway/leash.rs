@@ -1,0 +1,108 @@
+//! How far a probe may run ahead of what the provider was seen to accept.
+//!
+//! Above its plateau the adaptive rate climbs on a curve in time, but a
+//! client is granted a whole block (up to the gateway's horizon) at the rate
+//! of the moment, and a 429 answers it only after the block is out. Left to
+//! the curve alone, one block can jump far past the limit, and every permit
+//! of it past the limit is refused. The leash keeps each step within a
+//! share of the highest rate whose first permit matured without a 429, and
+//! doubles the share with each step the provider accepts: a probe past an
+//! unchanged limit overshoots by a few percent. A step accepted clearly past
+//! the rate refused at the last cut (a first step's share past it: a step
+//! just past it may pass while the calls happen not to bunch) shows the
+//! limit rose, and the share goes straight to its largest, so a limit that
+//! rose is found in a few steps.
+
+use super::timeline::Micros;
+
+/// The first step above the accepted rate, as a share of it.
+pub(crate) const FIRST_STEP: f64 = 0.05;
+/// Steps past this many accepted ones no longer double.
+const MAX_DOUBLINGS: u32 = 5;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Leash {
+    /// The highest rate seen accepted since the last cut; 0 when unknown
+    /// (the leash is then slack).
+    pub accepted: f64,
+    /// The highest rate granted above `accepted`, and the time of its first
+    /// permit, until that permit matures.
+    pub trial: Option<(Micros, f64)>,
+    /// Steps accepted since the last cut.
+    pub steps: u32,
+    /// The rate the provider refused at the last cut: a step accepted past
+    /// it shows the limit rose, and the leash lets go.
+    pub refused: f64,
+}
+
+impl Leash {
+    /// After a cut of `refused` to `rate`, the rate believed, not yet seen.
+    pub fn reset(&mut self, rate: f64, refused: f64) {
+        *self = Leash {
+            accepted: rate,
+            trial: None,
+            steps: 0,
+            refused,
+        };
+    }
+
+    /// The most a probe above `plateau` (a rate held and accepted) may ask
+    /// for now.
+    pub fn reach(&self, plateau: f64) -> f64 {
+        if self.accepted <= 0.0 {
+            return f64::INFINITY;
+        }
+        let share = FIRST_STEP * f64::from(1u32 << self.steps.min(MAX_DOUBLINGS));
+        self.accepted.max(plateau) * (1.0 + share)
+    }
+
+    /// A permit granted at `at` at `rate`.
+    pub fn granted(&mut self, at: Micros, rate: f64) {
+        if rate > self.accepted && self.trial.is_none_or(|(_, r)| rate > r) {
+            self.trial = Some((at, rate));
+        }
+    }
+
+    /// Permits dispatched up to `ripe` have had the time a 429 takes.
+    pub fn matured(&mut self, ripe: Micros) {
+        if let Some((at, rate)) = self.trial {
+            if at <= ripe {
+                self.accepted = self.accepted.max(rate);
+                self.trial = None;
+                self.steps = if rate > self.refused * (1.0 + FIRST_STEP) {
+                    MAX_DOUBLINGS
+                } else {
+                    self.steps.saturating_add(1)
+                };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_accepted_step_doubles_the_share_and_one_past_the_refused_rate_lets_go() {
+        let mut leash = Leash::default();
+        assert_eq!(
+            leash.reach(8.0),
+            f64::INFINITY,
+            "slack when nothing is known"
+        );
+        leash.reset(7.8, 8.4);
+        assert!((leash.reach(7.8) - 7.8 * 1.05).abs() < 1e-9);
+        leash.granted(10, 8.1);
+        leash.matured(9);
+        assert_eq!(leash.steps, 0, "not yet matured");
+        leash.matured(10);
+        assert!((leash.reach(7.8) - 8.1 * 1.1).abs() < 1e-9, "doubled");
+        leash.granted(20, 8.6);
+        leash.matured(20);
+        assert_eq!(leash.steps, 2, "8.6 is within a step of the 8.4 refused");
+        leash.granted(30, 8.9);
+        leash.matured(30);
+        assert_eq!(leash.steps, MAX_DOUBLINGS, "8.9 is clearly past it");
+    }
+}

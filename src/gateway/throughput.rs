@@ -1,0 +1,143 @@
+//! What the provider accepted lately, read from the gateway's side: the
+//! permits granted per slot of their dispatch time and the 429s reported
+//! per slot of their report, over the last seconds. When the provider
+//! refuses, what it accepted in the second before is what it allows (a
+//! limiter over a sliding or fixed window refuses exactly what is past its
+//! count), so a cut can go to that rate instead of a guessed fraction.
+//!
+//! Granted is an upper bound on dispatched (a permit may go unused), so the
+//! reading errs high: a cut to it is never deeper than what was accepted.
+//! The memory is bounded by slots, not permits, whatever the rate.
+
+use std::collections::VecDeque;
+
+use super::timeline::Micros;
+
+/// The width of a slot.
+const SLOT_US: Micros = 50_000;
+/// Slots kept per count. Past it the furthest ahead go uncounted (grants
+/// reach the gateway's horizon ahead, at most a minute): a reading then
+/// errs low, and a cut to it is deeper than it needed to be, never looser.
+const MAX_SLOTS: usize = 256;
+/// How far back a count is kept.
+const KEEP_US: Micros = 2_000_000;
+/// The provider's window read: one second.
+const WINDOW_US: Micros = 1_000_000;
+/// A second read must have granted this share of the rate, and this many.
+const MIN_READ_SHARE: f64 = 0.25;
+const MIN_READ_GRANTS: u64 = 4;
+/// Positions of that second read, a slot apart, back from the report.
+const SHIFTS: Micros = 3;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Throughput {
+    /// `(slot start, permits granted with a time in it)`, by slot.
+    pub granted: VecDeque<(Micros, u32)>,
+    /// `(slot start, 429s reported in it)`, by slot.
+    pub refused: VecDeque<(Micros, u32)>,
+}
+
+fn add(slots: &mut VecDeque<(Micros, u32)>, at: Micros) {
+    let slot = at - at % SLOT_US;
+    let i = slots.partition_point(|&(s, _)| s < slot);
+    match slots.get_mut(i) {
+        Some((s, n)) if *s == slot => *n = n.saturating_add(1),
+        _ => slots.insert(i, (slot, 1)),
+    }
+    if slots.len() > MAX_SLOTS {
+        slots.pop_back();
+    }
+}
+
+/// The count in the slots that start within `[from, to)`.
+fn sum(slots: &VecDeque<(Micros, u32)>, from: Micros, to: Micros) -> u64 {
+    slots
+        .iter()
+        .filter(|&&(s, _)| s >= from && s < to)
+        .map(|&(_, n)| u64::from(n))
+        .sum()
+}
+
+impl Throughput {
+    /// A permit granted at `now` for dispatch at `at`.
+    pub fn granted(&mut self, at: Micros, now: Micros) {
+        self.forget_before(now);
+        add(&mut self.granted, at);
+    }
+
+    pub fn refused(&mut self, now: Micros) {
+        self.forget_before(now);
+        add(&mut self.refused, now);
+    }
+
+    fn forget_before(&mut self, now: Micros) {
+        let keep_from = now.saturating_sub(KEEP_US);
+        for slots in [&mut self.granted, &mut self.refused] {
+            while slots.front().is_some_and(|&(s, _)| s < keep_from) {
+                slots.pop_front();
+            }
+        }
+    }
+
+    /// What the provider accepted in a second before a 429 reported at
+    /// `now`, while the bucket granted at `rate`: the most, over the seconds
+    /// ending in the last few slots, of the permits granted in it less the
+    /// 429s reported in it. A limiter over a sliding second refuses once its
+    /// busiest second is full, and one second read at a fixed place misses
+    /// that one by up to a permit, which at a few requests a second is a
+    /// large share. Calls still in flight count as accepted, so it errs high
+    /// by a call's time at the rate. `None` without evidence: a second in
+    /// which fewer than `MIN_READ_SHARE` of the rate (and `MIN_READ_GRANTS`)
+    /// were granted says what clients asked for, not what the provider
+    /// takes.
+    pub fn accepted_in_last_second(&self, now: Micros, rate: f64) -> Option<f64> {
+        let enough = (rate * MIN_READ_SHARE).max(MIN_READ_GRANTS as f64);
+        let end = now - now % SLOT_US + SLOT_US;
+        let best = (0..SHIFTS)
+            .map(|i| {
+                let to = end.saturating_sub(i * SLOT_US);
+                let from = to.saturating_sub(WINDOW_US);
+                let granted = sum(&self.granted, from, to);
+                let refused = sum(&self.refused, from, to);
+                (granted, granted.saturating_sub(refused))
+            })
+            .filter(|&(granted, _)| granted as f64 >= enough)
+            .map(|(_, accepted)| accepted)
+            .max()?;
+        Some(best as f64 * 1e6 / WINDOW_US as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_was_granted_less_what_was_refused_in_the_second_before() {
+        let mut t = Throughput::default();
+        // 20 a second granted from 0 to 3 s; the provider takes 8.
+        for i in 0..60 {
+            t.granted(i * 50_000, 0);
+        }
+        for i in 0..12 {
+            t.refused(2_000_000 + i * 80_000);
+        }
+        let rps = t.accepted_in_last_second(2_950_000, 20.0).expect("granted");
+        assert!((rps - 8.0).abs() < 0.01, "{rps}");
+    }
+
+    #[test]
+    fn a_second_with_few_grants_is_no_reading_and_memory_stays_bounded() {
+        let mut t = Throughput::default();
+        assert_eq!(t.accepted_in_last_second(5_000_000, 20.0), None);
+        // Two calls and a 429: what clients asked for, not a limit.
+        t.granted(4_500_000, 4_400_000);
+        t.granted(4_600_000, 4_400_000);
+        t.refused(4_700_000);
+        assert_eq!(t.accepted_in_last_second(4_700_000, 20.0), None);
+        for i in 0..100_000 {
+            t.granted(i * 1_000, 0);
+        }
+        assert!(t.granted.len() <= MAX_SLOTS);
+    }
+}

@@ -299,14 +299,22 @@ impl GatewayRateState {
         let ids: Vec<String> = leases.into_iter().map(|l| l.id).collect();
         self.pool(bucket_id, |p| p.returning.extend(ids.iter().cloned()));
         let settled = self.settled_kept(bucket_id, ids.clone());
+        let now = self.inner.rt.now_ms();
+        // Queued at once when its spacing has passed, so an acquire this
+        // isolate sends next carries it.
+        let ticket = (ready <= now)
+            .then(|| self.queue(bucket_id, token.clone(), &rules, ids.clone(), Vec::new()));
         let (this, bucket_id) = (self.clone(), bucket_id.to_owned());
-        let wait = self
-            .inner
-            .rt
-            .sleep(ready.saturating_sub(self.inner.rt.now_ms()));
+        let wait = self.inner.rt.sleep(ready.saturating_sub(now));
         self.inner.rt.spawn(Box::pin(async move {
-            wait.await;
-            if let Some(ticket) = this.queue(&bucket_id, token, &rules, ids.clone(), Vec::new()) {
+            let ticket = match ticket {
+                Some(ticket) => ticket,
+                None => {
+                    wait.await;
+                    this.queue(&bucket_id, token, &rules, ids.clone(), Vec::new())
+                }
+            };
+            if let Some(ticket) = ticket {
                 this.settled(ticket).await;
             }
             this.pool(&bucket_id, |p| {

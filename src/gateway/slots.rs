@@ -15,6 +15,10 @@
 //! last call started, so its slot is ready when the release arrives; one
 //! that lapses is ready at its expiry.
 //!
+//! While the adaptive rate is cut (or paused, or capped by what the
+//! provider said), slots are not streamed: each permit comes with a lease
+//! of its own again, paced by the timeline, until the rate is back.
+//!
 //! Fairness: while callers elsewhere wait for a slot, a kept lease is
 //! renewed only until its chain (the renewals since its grant) has lasted
 //! [`MAX_CHAIN_US`]; a client that gives one back gets none in the same
@@ -134,6 +138,12 @@ impl Bucket {
     /// streamed: its rules bound concurrency to `M` and each allows at
     /// least `M` calls a window. Retiring rules count too.
     pub fn stream_spacing(&self) -> Option<Micros> {
+        // A cut, paused or provider-capped rate moves with every answer,
+        // and kept leases hear of it only when renewed: such a bucket
+        // grants one lease per permit, as the timeline paces each.
+        if self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
+            return None;
+        }
         let max = self.max_concurrency()?.max(1);
         let mut spacing: Micros = 0;
         for t in &self.timelines {
@@ -302,6 +312,14 @@ mod tests {
             None,
             "no concurrency bound"
         );
+    }
+
+    #[test]
+    fn a_bucket_whose_rate_is_cut_grants_one_lease_per_permit_again() {
+        let mut b = bucket(20, 5);
+        assert!(b.stream_spacing().is_some());
+        b.penalize(1_000_000, 1_000_000);
+        assert_eq!(b.stream_spacing(), None, "kept leases would not hear of the cut");
     }
 
     #[test]

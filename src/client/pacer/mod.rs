@@ -107,6 +107,9 @@ struct BucketState {
     quota: QuotaState,
     /// Kept leases, once the gateway streams this bucket's slots.
     pool: Option<LeasePool>,
+    /// A pool the gateway stopped streaming: its scope, and the leases
+    /// still in calls, which go back when their calls end.
+    dissolved: Option<(Option<String>, Vec<PacingRule>, Vec<String>)>,
 }
 
 impl BucketState {
@@ -120,6 +123,7 @@ impl BucketState {
             && !self.watching
             && self.quota.is_idle()
             && self.pool.as_ref().is_none_or(|p| p.coming() == 0)
+            && self.dissolved.is_none()
     }
 }
 

@@ -87,6 +87,11 @@ impl GatewayRateState {
             // The cut voids their times at the gateway.
             self.void(bucket_id, token, &rules, dropped);
         }
+        if cut_to.is_some() {
+            // A cut rate is not streamed: kept leases go back, and the next
+            // permits come one lease each, paced at the cut.
+            self.dissolve_pool(bucket_id);
+        }
         outcome.map(|_| ())
     }
 }

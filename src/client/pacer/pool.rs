@@ -214,6 +214,32 @@ impl GatewayRateState {
     /// has passed when it may not be kept.
     pub(super) fn end_call(&self, bucket_id: &str, lease_id: &str) -> LocalBoxFuture<'static, ()> {
         let now = self.inner.rt.now_ms();
+        // A call on a lease of a pool since dissolved: the lease goes back.
+        let orphan = self.state(bucket_id, |s| {
+            let (token, rules, busy) = s.dissolved.as_mut()?;
+            let i = busy.iter().position(|id| id == lease_id)?;
+            busy.swap_remove(i);
+            let scope = (token.clone(), rules.clone());
+            if busy.is_empty() {
+                s.dissolved = None;
+            }
+            Some(scope)
+        });
+        if let Some((token, rules)) = orphan {
+            return match self.queue(
+                bucket_id,
+                token,
+                &rules,
+                vec![lease_id.to_owned()],
+                Vec::new(),
+            ) {
+                Some(ticket) => {
+                    let this = self.clone();
+                    Box::pin(async move { this.settled(ticket).await })
+                }
+                None => Box::pin(std::future::ready(())),
+            };
+        }
         let back = self.pool(bucket_id, |p| {
             let call = p.in_call.remove(lease_id)?;
             let mut lease = call.lease;
@@ -335,6 +361,22 @@ impl GatewayRateState {
         let scope = self.pool(bucket_id, |p| (p.token.clone(), p.rules.clone()));
         if let Some((token, rules)) = scope {
             self.queue(bucket_id, token, &rules, ids, Vec::new());
+        }
+    }
+
+    /// The gateway stopped streaming the bucket's slots (its rate was cut):
+    /// kept leases go back, idle ones now and busy ones when their calls
+    /// end, and permits come one lease each again.
+    pub(super) fn dissolve_pool(&self, bucket_id: &str) {
+        let pool = self.state(bucket_id, |s| s.pool.take());
+        let Some(pool) = pool else { return };
+        let busy: Vec<String> = pool.in_call.keys().cloned().collect();
+        self.state(bucket_id, |s| {
+            s.dissolved = Some((pool.token.clone(), pool.rules.clone(), busy));
+        });
+        let ids: Vec<String> = pool.idle.into_iter().map(|l| l.id).collect();
+        if !ids.is_empty() {
+            self.queue(bucket_id, pool.token, &pool.rules, ids, Vec::new());
         }
     }
 

@@ -304,8 +304,9 @@ impl GatewayRateState {
     ) -> Result<()> {
         let bucket_id = target.bucket_id.as_str();
         let slots = validate_grant(bucket_id, &target.rules, &response)?;
-        if let Some(spacing) = response.lease_spacing_ms {
-            self.land_kept(target, &response, spacing, &slots, sent, received);
+        match response.lease_spacing_ms {
+            Some(spacing) => self.land_kept(target, &response, spacing, &slots, sent, received),
+            None => self.dissolve_pool(bucket_id),
         }
         let max_wait = self.inner.options.max_wait_ms;
         let mut buckets = self.inner.buckets.borrow_mut();

@@ -152,7 +152,7 @@ fn main() {
         let slots = slot_bound(h);
         let secs = (slots.duration_ms - 10_000) as f64 / 1_000.0;
         row(
-            "maxConcurrency 5, 8 x 4 callers, calls held 300 ms",
+            "maxConcurrency 5, 8 x 4 callers, calls held 300 ms, kept leases (opt-in)",
             h,
             &slots,
             move |r| {

@@ -319,7 +319,11 @@ mod tests {
         let mut b = bucket(20, 5);
         assert!(b.stream_spacing().is_some());
         b.penalize(1_000_000, 1_000_000);
-        assert_eq!(b.stream_spacing(), None, "kept leases would not hear of the cut");
+        assert_eq!(
+            b.stream_spacing(),
+            None,
+            "kept leases would not hear of the cut"
+        );
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub fn slot_bound(horizon_ms: Millis) -> FleetConfig {
     c.call_latency_ms = 300;
     c.true_max_concurrency = Some(5);
     c.duration_ms = 60_000;
+    c.pacer.keep_leases = true;
     c
 }
 

@@ -79,6 +79,7 @@ pub(crate) fn pacer_options(options: &JsValue) -> Result<(PacerOptions, Option<F
         scheduler_schema: o
             .opt_string("schedulerSchema", limits::MAX_ID_BYTES)?
             .or(d.scheduler_schema),
+        keep_leases: d.keep_leases,
     };
     Ok((options, o.opt_function("waitUntil")?))
 }

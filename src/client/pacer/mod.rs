@@ -71,6 +71,12 @@ pub struct PacerOptions {
     /// back with it in one gateway call.
     pub release_linger_ms: Millis,
     pub scheduler_schema: Option<String>,
+    /// Asks a gateway that streams a bucket's concurrency slots to let this
+    /// isolate keep its leases and hand them between its callers (see
+    /// `pool`). Off by default: callers waiting on one isolate's pool are
+    /// not yet served in arrival order, and the hand-back when a cut stops
+    /// the streaming leaves callers waiting for seconds under real timers.
+    pub keep_leases: bool,
 }
 
 impl Default for PacerOptions {
@@ -80,6 +86,7 @@ impl Default for PacerOptions {
             max_wait_ms: 120_000,
             release_linger_ms: 20,
             scheduler_schema: None,
+            keep_leases: false,
         }
     }
 }

@@ -204,6 +204,7 @@ impl GatewayRateState {
         let sent = self.inner.rt.now_ms();
         let horizon_ms = self.inner.options.block_horizon_ms;
         let concurrency = has_concurrency(&target.rules);
+        let keep_leases = concurrency && self.inner.options.keep_leases;
         let (requested, observed_successes, lead, book_next_turn, quota, slots) =
             self.state(bucket_id, |s| {
                 if let Some(at) = s.refill.exhausted_at.take() {
@@ -228,7 +229,7 @@ impl GatewayRateState {
                 let guessing = first_burst && !s.refill.answered;
                 // Slots to keep: new ones for the callers no kept lease
                 // serves, and renewal of those held.
-                let slots = concurrency.then(|| match &mut s.pool {
+                let slots = keep_leases.then(|| match &mut s.pool {
                     Some(pool) => {
                         pool.renewing = pool.held();
                         let wanted = s.waiters.saturating_sub(pool.idle.len() as u64);

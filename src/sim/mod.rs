@@ -10,13 +10,15 @@ mod fake_clock;
 mod faulty_port;
 mod fleet;
 mod provider;
+mod report;
 pub mod scenarios;
 
 pub use executor::SimRuntime;
 pub use fake_clock::FakeClock;
 pub use faulty_port::{AnswerHook, FaultyPort, Rewrite};
-pub use fleet::{run_fleet, FleetConfig, FleetReport};
+pub use fleet::{run_fleet, FleetConfig};
 pub use provider::{Answer, Provider, ProviderModel, Reply, RETRY_AFTER_MS};
+pub use report::FleetReport;
 
 use crate::time::Millis;
 

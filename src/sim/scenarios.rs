@@ -2,8 +2,9 @@
 //! checks their invariants and the benchmark that reports their figures.
 
 use super::arrivals::{bursts, churn, oracle_waits, percentile, poisson};
-use super::fleet::{FleetConfig, FleetReport};
+use super::fleet::FleetConfig;
 use super::provider::ProviderModel;
+use super::report::FleetReport;
 use crate::protocol::PacingRule;
 use crate::time::Millis;
 

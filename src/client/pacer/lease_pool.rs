@@ -1,0 +1,140 @@
+//! The pool's bookkeeping: which kept leases are idle, which are in calls,
+//! until when each may start a call, and what a renewal answered.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::protocol::PacingRule;
+use crate::time::Millis;
+
+use super::pool::RENEW_EVERY_MS;
+
+#[derive(Debug, Clone)]
+pub(super) struct KeptLease {
+    pub id: String,
+    /// The earliest local time the next call on it may start.
+    pub next_at: Millis,
+    /// When its last call started here, if one did: it goes back no
+    /// sooner than the spacing after.
+    pub last_start: Option<Millis>,
+    /// The last local time a call may start on it unless it is renewed.
+    pub start_by: Millis,
+    /// When this isolate was granted it.
+    pub granted_at: Millis,
+    /// When it last went idle.
+    pub idle_since: Millis,
+}
+
+pub(super) struct InCall {
+    pub lease: KeptLease,
+    pub since: Millis,
+    /// It may serve another call here after this one.
+    pub keep: bool,
+}
+
+pub(super) struct LeasePool {
+    pub spacing_ms: Millis,
+    pub idle: Vec<KeptLease>,
+    pub in_call: HashMap<String, InCall>,
+    /// The token and rules the leases were granted under.
+    pub token: Option<String>,
+    pub rules: Vec<PacingRule>,
+    /// The gateway said callers elsewhere wait for a slot.
+    pub others_wait: bool,
+    /// No call starts before this local time (a provider's cooldown).
+    pub cooldown_until: Millis,
+    /// The leases the refill in flight asked to keep.
+    pub renewing: Vec<String>,
+    /// A task watches idle leases for lapses.
+    pub watching: bool,
+    /// Leases on their way back to the gateway.
+    pub returning: HashSet<String>,
+}
+
+impl LeasePool {
+    pub fn new(spacing_ms: Millis, token: Option<String>, rules: Vec<PacingRule>) -> Self {
+        LeasePool {
+            spacing_ms,
+            idle: Vec::new(),
+            in_call: HashMap::new(),
+            token,
+            rules,
+            others_wait: false,
+            cooldown_until: 0,
+            renewing: Vec::new(),
+            watching: false,
+            returning: HashSet::new(),
+        }
+    }
+
+    /// Every lease this isolate would keep: what an acquire renews.
+    pub fn held(&self) -> Vec<String> {
+        let idle = self.idle.iter().map(|l| l.id.clone());
+        let busy = self.in_call.values().filter(|c| c.keep);
+        idle.chain(busy.map(|c| c.lease.id.clone())).collect()
+    }
+
+    /// Leases that will be free for a caller here, now or when a call ends.
+    pub fn coming(&self) -> usize {
+        self.idle.len() + self.in_call.values().filter(|c| c.keep).count()
+    }
+
+    /// The idle lease whose next call may start soonest, if any may start
+    /// before its renewal lapses; lapsed ones are moved to `lapsed`.
+    pub fn take(&mut self, now: Millis, lapsed: &mut Vec<String>) -> Option<KeptLease> {
+        self.idle.retain(|l| {
+            let alive = l.start_by >= now;
+            if !alive {
+                lapsed.push(l.id.clone());
+            }
+            alive
+        });
+        let soonest = (0..self.idle.len()).min_by_key(|&i| self.idle[i].next_at)?;
+        Some(self.idle.swap_remove(soonest))
+    }
+
+    /// Whether a kept lease's renewal is due: one would lapse within a
+    /// poll and a half of the renewal period.
+    pub fn renewal_due(&self, now: Millis) -> bool {
+        let soon = now + RENEW_EVERY_MS / 4;
+        self.idle.iter().any(|l| l.start_by < soon)
+            || self
+                .in_call
+                .values()
+                .any(|c| c.keep && c.lease.start_by < soon)
+    }
+
+    /// Applies a renewal: the `kept` of the leases `asked` may start calls
+    /// until `start_by`; the rest must go back (idle ones are returned to
+    /// give back now, busy ones when their call ends).
+    pub fn renewed(
+        &mut self,
+        asked: &[String],
+        kept: &[String],
+        start_by: Millis,
+    ) -> Vec<KeptLease> {
+        let mut back = Vec::new();
+        for id in asked {
+            let keep = kept.contains(id);
+            if let Some(call) = self.in_call.get_mut(id) {
+                call.keep &= keep;
+                call.lease.start_by = start_by;
+            } else if let Some(i) = self.idle.iter().position(|l| &l.id == id) {
+                if keep {
+                    self.idle[i].start_by = start_by;
+                } else {
+                    back.push(self.idle.swap_remove(i));
+                }
+            }
+        }
+        back
+    }
+
+    /// Idle leases beyond what `waiters` callers can use.
+    pub fn beyond(&mut self, waiters: u64) -> Vec<KeptLease> {
+        if self.idle.len() as u64 <= waiters {
+            return Vec::new();
+        }
+        self.idle.sort_by_key(|l| l.next_at);
+        self.idle.split_off(waiters as usize)
+    }
+}

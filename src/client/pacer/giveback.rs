@@ -10,6 +10,7 @@ use super::{GatewayRateState, Inner};
 use crate::client::retry::with_retries;
 use crate::error::Error;
 use crate::protocol::{limits, rules_signature, PacingRule, ReleaseRequest};
+use crate::rt::LocalBoxFuture;
 use crate::time::Millis;
 
 pub(super) struct PendingBatch {
@@ -156,6 +157,24 @@ impl GatewayRateState {
         }
         let ids = leases.into_iter().map(|(_, id)| id).collect();
         self.queue(bucket_id, token, rules, ids, Vec::new());
+    }
+
+    /// Queues leases to go back and returns a future that settles once
+    /// their batch has had its gateway call (at once if nothing was queued).
+    pub(super) fn release_settled(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: &[PacingRule],
+        lease_ids: Vec<String>,
+    ) -> LocalBoxFuture<'static, ()> {
+        match self.queue(bucket_id, token, rules, lease_ids, Vec::new()) {
+            Some(ticket) => {
+                let this = self.clone();
+                Box::pin(async move { this.settled(ticket).await })
+            }
+            None => Box::pin(std::future::ready(())),
+        }
     }
 
     /// Settles once the batch holding `ticket` has had its gateway call.

@@ -81,6 +81,14 @@ impl LeasePool {
     /// The idle lease whose next call may start soonest, if any may start
     /// before its renewal lapses; lapsed ones are moved to `lapsed`.
     pub fn take(&mut self, now: Millis, lapsed: &mut Vec<String>) -> Option<KeptLease> {
+        self.drop_lapsed(now, lapsed);
+        let soonest = (0..self.idle.len()).min_by_key(|&i| self.idle[i].next_at)?;
+        Some(self.idle.swap_remove(soonest))
+    }
+
+    /// Moves to `lapsed` the idle leases no call may start on any more:
+    /// their renewal lapsed.
+    pub fn drop_lapsed(&mut self, now: Millis, lapsed: &mut Vec<String>) {
         self.idle.retain(|l| {
             let alive = l.start_by >= now;
             if !alive {
@@ -88,8 +96,6 @@ impl LeasePool {
             }
             alive
         });
-        let soonest = (0..self.idle.len()).min_by_key(|&i| self.idle[i].next_at)?;
-        Some(self.idle.swap_remove(soonest))
     }
 
     /// Whether a kept lease's renewal is due: one would lapse within a

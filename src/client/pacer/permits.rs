@@ -8,21 +8,24 @@ use super::refill::Target;
 use super::{GatewayRateState, Inner};
 use crate::client::permit::Permit;
 use crate::protocol::PacingRule;
+use crate::rt::LocalBoxFuture;
 
 impl GatewayRateState {
     /// Whether the target's bucket keeps its leases in a pool. A pool
-    /// granted under other rules or another token is handed back first.
+    /// granted under other rules or another token is handed back first,
+    /// as a dissolved one is: its idle leases now, its busy ones when
+    /// their calls end.
     pub(super) fn pooled(&self, target: &Target) -> bool {
-        let stale = self.state(&target.bucket_id, |s| match &s.pool {
-            None => Err(false),
-            Some(p) if p.rules == target.rules && p.token == target.token => Err(true),
-            Some(_) => Ok(s.pool.take().expect("checked")),
+        let serves = self.state(&target.bucket_id, |s| {
+            s.pool
+                .as_ref()
+                .map(|p| p.rules == target.rules && p.token == target.token)
         });
-        match stale {
-            Err(pooled) => pooled,
-            Ok(pool) => {
-                let ids = pool.idle.into_iter().map(|l| l.id).collect();
-                self.queue(&target.bucket_id, pool.token, &pool.rules, ids, Vec::new());
+        match serves {
+            None => false,
+            Some(true) => true,
+            Some(false) => {
+                self.dissolve_pool(&target.bucket_id);
                 false
             }
         }
@@ -30,16 +33,9 @@ impl GatewayRateState {
 
     /// A permit on a kept lease: its end hands the lease on or back.
     pub(super) fn kept_permit(&self, bucket_id: &str, lease_id: String) -> Permit {
-        let weak: Weak<Inner> = Rc::downgrade(&self.inner);
         let bucket_id = bucket_id.to_owned();
         let id = lease_id.clone();
-        Permit::new(
-            Some(lease_id),
-            Some(Box::new(move || match weak.upgrade() {
-                Some(inner) => GatewayRateState { inner }.end_call(&bucket_id, &id),
-                None => Box::pin(std::future::ready(())),
-            })),
-        )
+        self.lease_permit(lease_id, move |this| this.end_call(&bucket_id, &id))
     }
 
     /// A permit whose drop or `release()` hands its lease to the batch.
@@ -50,19 +46,25 @@ impl GatewayRateState {
         rules: Vec<PacingRule>,
         lease_id: String,
     ) -> Permit {
-        let weak: Weak<Inner> = Rc::downgrade(&self.inner);
         let bucket_id = bucket_id.to_owned();
         let id = lease_id.clone();
+        self.lease_permit(lease_id, move |this| {
+            this.release_settled(&bucket_id, token, &rules, vec![id])
+        })
+    }
+
+    /// A permit holding `lease_id` whose end runs `on_end` on this state,
+    /// if the state is still there (a freed one gave its leases back).
+    fn lease_permit(
+        &self,
+        lease_id: String,
+        on_end: impl FnOnce(GatewayRateState) -> LocalBoxFuture<'static, ()> + 'static,
+    ) -> Permit {
+        let weak: Weak<Inner> = Rc::downgrade(&self.inner);
         Permit::new(
             Some(lease_id),
             Some(Box::new(move || match weak.upgrade() {
-                Some(inner) => {
-                    let this = GatewayRateState { inner };
-                    match this.queue(&bucket_id, token, &rules, vec![id], Vec::new()) {
-                        Some(ticket) => Box::pin(async move { this.settled(ticket).await }),
-                        None => Box::pin(std::future::ready(())),
-                    }
-                }
+                Some(inner) => on_end(GatewayRateState { inner }),
                 None => Box::pin(std::future::ready(())),
             })),
         )

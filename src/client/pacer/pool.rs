@@ -94,19 +94,7 @@ impl GatewayRateState {
             Some(scope)
         });
         if let Some((token, rules)) = orphan {
-            return match self.queue(
-                bucket_id,
-                token,
-                &rules,
-                vec![lease_id.to_owned()],
-                Vec::new(),
-            ) {
-                Some(ticket) => {
-                    let this = self.clone();
-                    Box::pin(async move { this.settled(ticket).await })
-                }
-                None => Box::pin(std::future::ready(())),
-            };
+            return self.release_settled(bucket_id, token, &rules, vec![lease_id.to_owned()]);
         }
         let back = self.pool(bucket_id, |p| {
             let call = p.in_call.remove(lease_id)?;
@@ -301,13 +289,7 @@ impl GatewayRateState {
                     let mut lapsed = Vec::new();
                     let waiters = this.state(&bucket_id, |s| s.waiters);
                     let found = this.pool(&bucket_id, |p| {
-                        p.idle.retain(|l| {
-                            let alive = l.start_by >= now;
-                            if !alive {
-                                lapsed.push(l.id.clone());
-                            }
-                            alive
-                        });
+                        p.drop_lapsed(now, &mut lapsed);
                         // Idle past the keep with nobody here to take it.
                         let unwanted = p.idle.len().saturating_sub(waiters as usize);
                         p.idle.sort_by_key(|l| l.idle_since);

@@ -14,7 +14,7 @@ cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --target wasm32-unknown-unknown -- -D warnings
 
-step "JS format and lints (Biome, pinned in js/package.json; the files js/biome.json lists)"
+step "JS format and lints (Biome, pinned in js/package.json; all of js/)"
 (cd js && node_modules/.bin/biome check .)
 
 step "the native core builds without the JS binding crates"

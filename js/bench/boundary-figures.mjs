@@ -29,7 +29,10 @@ async function bigPost() {
   const direct = await P.handleGatewayRequest(core, post(body100MB()));
   const stored = new Map();
   const gateway = new P.PacelineGateway(
-    { storage: { get: async (k) => stored.get(k), put: async (k, v) => void stored.set(k, v) }, blockConcurrencyWhile: (f) => f() },
+    {
+      storage: { get: async (k) => stored.get(k), put: async (k, v) => void stored.set(k, v) },
+      blockConcurrencyWhile: (f) => f(),
+    },
     {},
   );
   await Promise.resolve();
@@ -94,7 +97,9 @@ function brandCost() {
   t = process.hrtime.bigint();
   for (let i = 0; i < N; i++) sink += g.resolveRowConcurrency(4);
   const call = Number(process.hrtime.bigint() - t) / N;
-  console.log(`brand check: ${check.toFixed(1)} ns per call; a whole resolveRowConcurrency call ${call.toFixed(1)} ns (${sink > 0 ? "ok" : ""})`);
+  console.log(
+    `brand check: ${check.toFixed(1)} ns per call; a whole resolveRowConcurrency call ${call.toFixed(1)} ns (${sink > 0 ? "ok" : ""})`,
+  );
 }
 
 await bigPost();

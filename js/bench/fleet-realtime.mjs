@@ -168,9 +168,13 @@ function report(name, r) {
   );
 }
 
-console.log(`Real time, Node ${process.version}, ${SECONDS} s per shape, gateway ${ONE_WAY_MS} ms each way, rule 20 req/s.`);
+console.log(
+  `Real time, Node ${process.version}, ${SECONDS} s per shape, gateway ${ONE_WAY_MS} ms each way, rule 20 req/s.`,
+);
 console.log("");
-console.log("| shape | densest 1 s window / rule | utilization | added wait p50 / p99 | oracle p50 / p99 | round trips / permit | failed calls |");
+console.log(
+  "| shape | densest 1 s window / rule | utilization | added wait p50 / p99 | oracle p50 / p99 | round trips / permit | failed calls |",
+);
 console.log("|---|---|---|---|---|---|---|");
 await openLoop("bursty: 4 isolates, 8 calls every 2 s", bursts(4, 8, 2000, SECONDS, 12));
 await openLoop("sparse: 40 isolates, Poisson, 90%", poisson(40, RATE * 0.9, SECONDS, 11));

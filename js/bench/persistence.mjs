@@ -33,9 +33,14 @@ function countingState() {
           state.written += key.length + value.byteLength;
         }
       },
-      delete: async (keys) => [keys].flat().forEach((key) => store.delete(key)),
+      delete: async (keys) => {
+        for (const key of [keys].flat()) store.delete(key);
+      },
     },
-    blockConcurrencyWhile: (callback) => (state.ready = callback()),
+    blockConcurrencyWhile: (callback) => {
+      state.ready = callback();
+      return state.ready;
+    },
   };
   return state;
 }
@@ -59,7 +64,12 @@ async function bytesPerAcquire(buckets) {
 function held(Core, buckets, leases) {
   const core = new Core({ leaseTtlMs: 86_400_000 });
   for (let b = 0; b < buckets; b++) {
-    const answer = core.handle("POST", "/v1/rate/acquire", new TextDecoder().decode(acquireBody(`org-${b}:p`, leases, 1000)), T0);
+    const answer = core.handle(
+      "POST",
+      "/v1/rate/acquire",
+      new TextDecoder().decode(acquireBody(`org-${b}:p`, leases, 1000)),
+      T0,
+    );
     if (answer.status !== 200) throw new Error(`acquire answered ${answer.status}`);
   }
   return core;
@@ -98,4 +108,6 @@ if (values.baseline !== undefined) {
   const old = held(Baseline, 100, 1000).snapshot();
   baseline = `${timed(() => Baseline.restore(old, {}).free())} ms`;
 }
-console.log(`| restore 100,000 live leases | ${fromRecords} ms from ${records.length} records; ${fromSnapshot} ms from one snapshot | ${baseline} |`);
+console.log(
+  `| restore 100,000 live leases | ${fromRecords} ms from ${records.length} records; ${fromSnapshot} ms from one snapshot | ${baseline} |`,
+);

@@ -57,11 +57,14 @@ export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] 
     acceptedTimes.push(t);
     inFlight += 1;
     const [lo, hi] = latencyMs;
-    setTimeout(() => {
-      inFlight -= 1;
-      res.writeHead(200, { "content-type": "text/plain" });
-      res.end("ok");
-    }, lo + Math.random() * (hi - lo));
+    setTimeout(
+      () => {
+        inFlight -= 1;
+        res.writeHead(200, { "content-type": "text/plain" });
+        res.end("ok");
+      },
+      lo + Math.random() * (hi - lo),
+    );
   });
   server.keepAliveTimeout = 30_000;
   server.listen(0, "127.0.0.1");

@@ -89,7 +89,10 @@ function expectMessage(child, type, timeoutMs) {
       child.off("exit", onExit);
       fn(value);
     };
-    const timer = setTimeout(() => settle(reject, new Error(`no "${type}" from a worker within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => settle(reject, new Error(`no "${type}" from a worker within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     const onMessage = (message) => {
       if (message.type === type) settle(resolve, message);
       else if (message.type === "failed") settle(reject, new Error(`worker failed: ${message.error}`));
@@ -115,18 +118,26 @@ async function runContender({ name, mod }, scenario, { redis, provider }) {
   const children = [];
   try {
     const runId = `${scenario.id}-${name}-${process.pid}-${Date.now()}`;
-    const config = { ...configured, processes, runId, redis: { host: redis.host, port: redis.port }, service: service?.config };
+    const config = {
+      ...configured,
+      processes,
+      runId,
+      redis: { host: redis.host, port: redis.port },
+      service: service?.config,
+    };
     const module = fileURLToPath(new URL(`contenders/${name}.mjs`, import.meta.url));
     for (let i = 0; i < processes; i += 1) {
-      const child = fork(fileURLToPath(new URL("worker.mjs", import.meta.url)), { stdio: ["ignore", "inherit", "inherit", "ipc"] });
+      const child = fork(fileURLToPath(new URL("worker.mjs", import.meta.url)), {
+        stdio: ["ignore", "inherit", "inherit", "ipc"],
+      });
       liveChildren.add(child);
       child.once("exit", () => liveChildren.delete(child));
       children.push(child);
     }
     const ready = children.map((child) => expectMessage(child, "ready", 20_000));
-    children.forEach((child, i) =>
-      child.send({ module, config: { ...config, processIndex: i }, callers, providerUrl: provider.url }),
-    );
+    for (const [i, child] of children.entries()) {
+      child.send({ module, config: { ...config, processIndex: i }, callers, providerUrl: provider.url });
+    }
     await Promise.all(ready);
 
     const startAt = nowMs() + 300;
@@ -213,7 +224,9 @@ function table(scenario, rows) {
     ];
     if (scenario.id === "b") {
       cells.push(
-        result.convergedAfterMs === null ? `not within ${durationMs / 2000} s` : `${(result.convergedAfterMs / 1000).toFixed(2)} s`,
+        result.convergedAfterMs === null
+          ? `not within ${durationMs / 2000} s`
+          : `${(result.convergedAfterMs / 1000).toFixed(2)} s`,
         `${pct(result.utilizationLow)} / ${pct(result.utilizationHigh)}`,
       );
     }
@@ -259,10 +272,13 @@ const MEASURED = `How the figures are measured:
 
 async function main() {
   const runs = SCENARIOS.length * wanted.length;
-  const watchdog = setTimeout(() => {
-    log("over the time budget, stopping everything");
-    cleanup().then(() => process.exit(1));
-  }, 60_000 + runs * (durationMs + 25_000));
+  const watchdog = setTimeout(
+    () => {
+      log("over the time budget, stopping everything");
+      cleanup().then(() => process.exit(1));
+    },
+    60_000 + runs * (durationMs + 25_000),
+  );
   watchdog.unref();
   const began = Date.now();
 
@@ -290,7 +306,9 @@ async function main() {
   for (const scenario of SCENARIOS) {
     const rows = [];
     for (const entry of entries) {
-      log(`scenario ${scenario.id}, ${entry.name}: ${durationMs / 1000} s, ${processes} processes x ${callers} callers`);
+      log(
+        `scenario ${scenario.id}, ${entry.name}: ${durationMs / 1000} s, ${processes} processes x ${callers} callers`,
+      );
       const row = { name: entry.name, label: entry.mod.label };
       try {
         row.result = await runContender(entry, scenario, { redis, provider });
@@ -306,10 +324,14 @@ async function main() {
     const file = `scenario-${scenario.id}.svg`;
     await writeFile(path.join(opts.out, file), chart(scenario, rows, scenario.limits(0)));
     charts.push(file);
-    sections.push(`### Scenario ${scenario.id}: ${scenario.title}\n\n${table(scenario, rows)}\n\n![scenario ${scenario.id}](${file})`);
+    sections.push(
+      `### Scenario ${scenario.id}: ${scenario.title}\n\n${table(scenario, rows)}\n\n![scenario ${scenario.id}](${file})`,
+    );
   }
 
-  const configs = entries.map(({ name, mod }) => `- **${mod.label}** (\`${name}\`): ${mod.describe({ ...configured, processes })}`);
+  const configs = entries.map(
+    ({ name, mod }) => `- **${mod.label}** (\`${name}\`): ${mod.describe({ ...configured, processes })}`,
+  );
   const markdown = [
     `## Benchmark: ${entries.length} rate limiters against one provider model`,
     "",

@@ -55,14 +55,19 @@ async function caller(state, isolate) {
   }
 }
 
-const isolates = Array.from({ length: ISOLATES }, () => new GatewayRateState(fetchPort({ fetch, baseUrl: "http://gateway.invalid" })));
+const isolates = Array.from(
+  { length: ISOLATES },
+  () => new GatewayRateState(fetchPort({ fetch, baseUrl: "http://gateway.invalid" })),
+);
 await Promise.all(isolates.flatMap((state, i) => Array.from({ length: CALLERS }, () => caller(state, i))));
 
 const counted = dispatches.filter((at) => at >= WARMUP_MS).length;
 const rate = counted / (SECONDS - WARMUP_MS / 1000);
 const mean = shares.reduce((a, b) => a + b, 0) / ISOLATES;
 const spread = Math.max(...shares.map((n) => Math.abs(n / mean - 1)));
-console.log("| calls/s | share of the slot bound | round trips / call | most held at once | densest 1 s | widest isolate share from equal |");
+console.log(
+  "| calls/s | share of the slot bound | round trips / call | most held at once | densest 1 s | widest isolate share from equal |",
+);
 console.log("|---|---|---|---|---|---|");
 console.log(
   `| ${rate.toFixed(1)} | ${((100 * rate) / BOUND).toFixed(1)}% of ${BOUND.toFixed(1)} | ${(trips / dispatches.length).toFixed(3)} | ${provider.most} of 5 | ${densestWindow(dispatches, 1000)} of 20 | ${(100 * spread).toFixed(0)}% |`,

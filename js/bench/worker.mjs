@@ -20,7 +20,10 @@ async function callProvider(url) {
   try {
     const response = await fetch(url, { signal: AbortSignal.timeout(10_000) });
     await response.text();
-    return { status: response.status, retryAfterMs: response.status === 429 ? retryAfterMs(response.headers.get("retry-after")) : 0 };
+    return {
+      status: response.status,
+      retryAfterMs: response.status === 429 ? retryAfterMs(response.headers.get("retry-after")) : 0,
+    };
   } catch (error) {
     return { status: 0, retryAfterMs: 0, error: String(error) };
   }
@@ -53,7 +56,11 @@ async function run({ module, config, callers, providerUrl }) {
       const answeredAt = nowMs();
       if (outcome.error && fetchErrors.length < 5) fetchErrors.push(outcome.error);
       const retry = answeredAt < endAt;
-      const next = await contender.report(permit, { status: outcome.status, retryAfterMs: outcome.retryAfterMs, retry });
+      const next = await contender.report(permit, {
+        status: outcome.status,
+        retryAfterMs: outcome.retryAfterMs,
+        retry,
+      });
       wantAt = outcome.status === 429 ? answeredAt + outcome.retryAfterMs : nowMs();
       if (next) {
         permit = next;

@@ -69,8 +69,13 @@ await mf.dispose();
 const gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
 const gw = new Miniflare({ ...gatewayOptions, durableObjects: { PACELINE_GATEWAY: "PacelineGateway" } });
 await gw.ready;
-const body = JSON.stringify({ bucketId: "org:p", rules: [{ requestsPerWindow: 1000000, windowMs: 1000 }], requested: 1 });
-const acquire = () => gw.dispatchFetch("http://gateway/v1/rate/acquire", { method: "POST", body }).then((r) => r.text());
+const body = JSON.stringify({
+  bucketId: "org:p",
+  rules: [{ requestsPerWindow: 1000000, windowMs: 1000 }],
+  requested: 1,
+});
+const acquire = () =>
+  gw.dispatchFetch("http://gateway/v1/rate/acquire", { method: "POST", body }).then((r) => r.text());
 for (let i = 0; i < 200; i++) await acquire();
 let served = 0;
 const until = performance.now() + 5_000;
@@ -86,6 +91,10 @@ await gw.dispose();
 
 console.log("| figure (workerd via miniflare, measured from outside) | value |");
 console.log("|---|---|");
-console.log(`| cold start: first request to a fresh Worker, less a warm one (median of 5) | ${(median(cold) - median(warm)).toFixed(1)} ms |`);
+console.log(
+  `| cold start: first request to a fresh Worker, less a warm one (median of 5) | ${(median(cold) - median(warm)).toFixed(1)} ms |`,
+);
 console.log(`| cached-permit acquire + release from JS (median of 15 x ${DRAWS}) | ${median(perDraw).toFixed(2)} µs |`);
-console.log(`| Durable Object gateway acquires for one bucket, 8 concurrent callers | ${(served / 5).toFixed(0)} req/s |`);
+console.log(
+  `| Durable Object gateway acquires for one bucket, 8 concurrent callers | ${(served / 5).toFixed(0)} req/s |`,
+);

@@ -60,7 +60,7 @@ const runs = Promise.all(
 async function sample() {
   calls = await (await provider.dispatchFetch("http://provider/calls")).json();
   const view = await gateway.fetch(`http://gateway/v1/rate/buckets/${encodeURIComponent(BUCKET)}`);
-  const effective = view.ok ? (await view.json()).effectiveRequestsPerSecond ?? RULE_RPS : RULE_RPS;
+  const effective = view.ok ? ((await view.json()).effectiveRequestsPerSecond ?? RULE_RPS) : RULE_RPS;
   const now = Date.now();
   const lastSecond = calls.filter((c) => c.at > now - 1000);
   const sampleRow = {

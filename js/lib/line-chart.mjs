@@ -3,7 +3,7 @@
 // bucket both draw with it.
 
 const COLORS = ["#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"];
-const escape = (text) => String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+const escapeXml = (text) => String(text).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 
 /** A round step for about `count` ticks up to `max`: 1, 2 or 5 times a power of ten. */
 function tickStep(max, count) {
@@ -35,7 +35,7 @@ export function lineChart({ title, xLabel, yLabel, series }) {
   const parts = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${width}" height="${height}" fill="#fff"/>`,
-    `<text x="${margin.left}" y="22" font-size="14" font-weight="bold">${escape(title)}</text>`,
+    `<text x="${margin.left}" y="22" font-size="14" font-weight="bold">${escapeXml(title)}</text>`,
   ];
   for (let v = 0; v <= yMax + 1e-9; v += yStep) {
     parts.push(
@@ -50,20 +50,22 @@ export function lineChart({ title, xLabel, yLabel, series }) {
   parts.push(
     `<line x1="${margin.left}" x2="${margin.left + plotW}" y1="${y(0)}" y2="${y(0)}" stroke="#333"/>`,
     `<line x1="${margin.left}" x2="${margin.left}" y1="${margin.top}" y2="${y(0)}" stroke="#333"/>`,
-    `<text x="${margin.left + plotW / 2}" y="${height - 8}" text-anchor="middle">${escape(xLabel)}</text>`,
-    `<text transform="translate(14 ${margin.top + plotH / 2}) rotate(-90)" text-anchor="middle">${escape(yLabel)}</text>`,
+    `<text x="${margin.left + plotW / 2}" y="${height - 8}" text-anchor="middle">${escapeXml(xLabel)}</text>`,
+    `<text transform="translate(14 ${margin.top + plotH / 2}) rotate(-90)" text-anchor="middle">${escapeXml(yLabel)}</text>`,
   );
   let palette = 0;
   series.forEach((s, i) => {
     const color = s.color ?? COLORS[palette++ % COLORS.length];
     const dash = s.dashed ? ' stroke-dasharray="6 4"' : "";
     const points = s.points.map(([px, py]) => `${x(px).toFixed(1)},${y(py).toFixed(1)}`).join(" ");
-    parts.push(`<polyline points="${points}" fill="none" stroke="${color}" stroke-width="2"${dash} stroke-linejoin="round"/>`);
+    parts.push(
+      `<polyline points="${points}" fill="none" stroke="${color}" stroke-width="2"${dash} stroke-linejoin="round"/>`,
+    );
     const ly = margin.top + 10 + i * 20;
     const lx = margin.left + plotW + 16;
     parts.push(
       `<line x1="${lx}" x2="${lx + 24}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`,
-      `<text x="${lx + 30}" y="${ly + 4}">${escape(s.name)}</text>`,
+      `<text x="${lx + 30}" y="${ly + 4}">${escapeXml(s.name)}</text>`,
     );
   });
   parts.push("</svg>");

@@ -72,7 +72,9 @@ export class PacelineGateway {
       }
       options = coreOptions(env ?? {});
     } catch (cause) {
-      throw cause?.code === "INVALID_INPUT" ? cause : configError("PacelineGateway: ctx or env could not be read", cause);
+      throw cause?.code === "INVALID_INPUT"
+        ? cause
+        : configError("PacelineGateway: ctx or env could not be read", cause);
     }
     this.#ctx = ctx;
     // Records that cannot be restored fail the object loudly: starting

@@ -48,7 +48,11 @@ export function fetchPort(options) {
       status = response.status;
     } catch (cause) {
       if (signal?.aborted) throw cause;
-      throw portError("GATEWAY_UNAVAILABLE", `paceline gateway did not answer POST ${path}: ${cause?.message ?? cause}`, cause);
+      throw portError(
+        "GATEWAY_UNAVAILABLE",
+        `paceline gateway did not answer POST ${path}: ${cause?.message ?? cause}`,
+        cause,
+      );
     }
     try {
       return { status, body: new Uint8Array(await response.arrayBuffer()) };

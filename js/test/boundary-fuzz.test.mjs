@@ -59,20 +59,62 @@ function hostileValues() {
   const aborted = new AbortController();
   aborted.abort(sentinel("reason"));
   return [
-    undefined, null, true, false, 0, -0, -1, 1.5, NaN, Infinity, -Infinity, 2 ** 31, 2 ** 53, 1e16, 1e308,
-    "", "x", "1000", "NaN", "x".repeat(70_000), Symbol("s"), 10n, [], [1, 2], ["b"], {}, { length: 2 ** 31 },
-    Object.create(null), new Uint8Array(4), new ArrayBuffer(8), new Date(0), () => {}, async () => {},
-    cyclic, revoked,
-    new Proxy({}, { get: thrower, has: thrower, ownKeys: thrower, getOwnPropertyDescriptor: thrower, getPrototypeOf: thrower }),
-    new Proxy([], { get: (t, k) => (k === "length" ? 2 ** 31 : undefined) }),
-    { get bucketId() { throw sentinel("getter"); }, rules: R },
+    undefined,
+    null,
+    true,
+    false,
+    0,
+    -0,
+    -1,
+    1.5,
+    NaN,
+    Infinity,
+    -Infinity,
+    2 ** 31,
+    2 ** 53,
+    1e16,
+    1e308,
+    "",
+    "x",
+    "1000",
+    "NaN",
+    "x".repeat(70_000),
+    Symbol("s"),
+    10n,
+    [],
+    [1, 2],
+    ["b"],
+    {},
+    { length: 2 ** 31 },
+    Object.create(null),
+    new Uint8Array(4),
+    new ArrayBuffer(8),
+    new Date(0),
+    () => {},
+    async () => {},
+    cyclic,
+    revoked,
+    new Proxy(
+      {},
+      { get: thrower, has: thrower, ownKeys: thrower, getOwnPropertyDescriptor: thrower, getPrototypeOf: thrower },
+    ),
+    new Proxy([], { get: (_target, k) => (k === "length" ? 2 ** 31 : undefined) }),
+    {
+      get bucketId() {
+        throw sentinel("getter");
+      },
+      rules: R,
+    },
     { toJSON: thrower },
+    // biome-ignore lint/suspicious/noThenProperty: a thenable whose then throws is the hostile input under test
     { then: thrower },
     { aborted: false, addEventListener() {}, removeEventListener: thrower },
     Object.create(AbortSignal.prototype),
     aborted.signal,
     new AbortController().signal,
-    { stateHandle: 0 }, { stateHandle: {} }, { __wbg_ptr: 8 },
+    { stateHandle: 0 },
+    { stateHandle: {} },
+    { __wbg_ptr: 8 },
     { PACELINE_GATEWAY: { idFromName: thrower, get: thrower } },
     { PACELINE_GATEWAY: { idFromName: (name) => name, get: () => ({ fetch: async () => new Response("not json") }) } },
   ];
@@ -107,7 +149,8 @@ function value(rand, hostile) {
   const keys = Object.keys(valid);
   const target = rand() < 0.7 && keys.length > 0 ? pick(rand, keys) : pick(rand, ["signal", "extra", "rules", "nowMs"]);
   valid[target] = pick(rand, hostile);
-  if (rand() < 0.3 && "rules" in valid && target !== "rules") valid.rules = [{ ...R[0], windowMs: pick(rand, hostile) }];
+  if (rand() < 0.3 && "rules" in valid && target !== "rules")
+    valid.rules = [{ ...R[0], windowMs: pick(rand, hostile) }];
   return valid;
 }
 
@@ -131,8 +174,12 @@ function fakeState() {
   return {
     storage: {
       list: async () => new Map(stored),
-      put: async (entries) => void Object.entries(entries).forEach(([k, v]) => stored.set(k, v)),
-      delete: async (keys) => void [keys].flat().forEach((k) => stored.delete(k)),
+      put: async (entries) => {
+        for (const [k, v] of Object.entries(entries)) stored.set(k, v);
+      },
+      delete: async (keys) => {
+        for (const k of [keys].flat()) stored.delete(k);
+      },
     },
     blockConcurrencyWhile: (f) => f(),
   };
@@ -190,7 +237,12 @@ function targets() {
       const d = Object.getOwnPropertyDescriptor(exported.prototype, key);
       const f = d.get ?? d.value;
       if (typeof f !== "function") continue;
-      out.push({ name: `${name}#${key}`, cls: name, call: (self, args) => f.apply(self, args), arity: d.get ? 0 : f.length });
+      out.push({
+        name: `${name}#${key}`,
+        cls: name,
+        call: (self, args) => f.apply(self, args),
+        arity: d.get ? 0 : f.length,
+      });
     }
   }
   for (const key of LIMITER_METHODS) {

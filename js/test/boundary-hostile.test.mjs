@@ -60,7 +60,11 @@ describe("a signal that is not an AbortSignal", () => {
   };
   for (const [what, signal] of Object.entries(fakes)) {
     test(`${what} is INVALID_INPUT up front from acquire, acquireToolSlot and callTool`, async () => {
-      await refused(() => new P.LocalRateState().acquire({ bucketId: "x", rules: R, signal }), "INVALID_INPUT", /signal must be an AbortSignal/);
+      await refused(
+        () => new P.LocalRateState().acquire({ bucketId: "x", rules: R, signal }),
+        "INVALID_INPUT",
+        /signal must be an AbortSignal/,
+      );
       const port = { post() {} };
       await refused(() => new P.GatewayRateState(port).acquire({ bucketId: "x", rules: R, signal }));
       await refused(() => governor().acquireToolSlot("t", { signal }));
@@ -100,7 +104,10 @@ describe("an aborted wait", () => {
 
   test("of a tool slot names the slot and keeps a non-Error reason", async () => {
     // An unpaced tool waits on nothing but its slot.
-    const g = governor({ resolvePacing: () => ({ unpaced: true }), policy: { concurrency: { maxToolConcurrency: 1 } } });
+    const g = governor({
+      resolvePacing: () => ({ unpaced: true }),
+      policy: { concurrency: { maxToolConcurrency: 1 } },
+    });
     const held = await g.acquireToolSlot("t");
     const controller = new AbortController();
     const waiting = g.acquireToolSlot("t", { signal: controller.signal });
@@ -146,6 +153,7 @@ describe("an input whose getter throws, or a Proxy", () => {
   });
 
   test("a callback answering with a thenable whose then throws rejects, and nothing escapes", async () => {
+    // biome-ignore lint/suspicious/noThenProperty: a thenable whose then throws is the hostile input under test
     const g = governor({ resolvePacing: () => ({ then: throwing }) });
     const { error } = await outcome(() => g.acquireToolSlot("t"));
     assert.equal(error, thrown, "the callback's own exception reaches the caller unchanged");
@@ -197,11 +205,31 @@ describe("loose numbers and options", () => {
   });
 
   test("misspelt option names are refused, naming them", async () => {
-    await refused(() => new P.GatewayCore({ horizonMS: 1000 }), "INVALID_INPUT", /options\.horizonMS is not a known field/);
-    await refused(() => new P.LocalRateState({ maxWait: 10 }), "INVALID_INPUT", /options\.maxWait is not a known field/);
-    await refused(() => new P.LocalRateState().acquire({ bucketId: "x", rules: R, singal: null }), "INVALID_INPUT", /input\.singal/);
-    await refused(() => governor().callTool("t", () => ({ status: 200 }), { retrySafely: true }), "INVALID_INPUT", /options\.retrySafely/);
-    await refused(() => governor({ resolvePacings: () => null }), "INVALID_INPUT", /options\.resolvePacings is not a known field/);
+    await refused(
+      () => new P.GatewayCore({ horizonMS: 1000 }),
+      "INVALID_INPUT",
+      /options\.horizonMS is not a known field/,
+    );
+    await refused(
+      () => new P.LocalRateState({ maxWait: 10 }),
+      "INVALID_INPUT",
+      /options\.maxWait is not a known field/,
+    );
+    await refused(
+      () => new P.LocalRateState().acquire({ bucketId: "x", rules: R, singal: null }),
+      "INVALID_INPUT",
+      /input\.singal/,
+    );
+    await refused(
+      () => governor().callTool("t", () => ({ status: 200 }), { retrySafely: true }),
+      "INVALID_INPUT",
+      /options\.retrySafely/,
+    );
+    await refused(
+      () => governor({ resolvePacings: () => null }),
+      "INVALID_INPUT",
+      /options\.resolvePacings is not a known field/,
+    );
   });
 });
 
@@ -215,7 +243,11 @@ describe("brand checks", () => {
 
   test("GatewayCore.prototype.acquire.call(new LocalRateState(), …) is INVALID_INPUT", async () => {
     const other = new P.LocalRateState();
-    await refused(() => P.GatewayCore.prototype.acquire.call(other, { bucketId: "b", rules: R, requested: 1 }, NOW), "INVALID_INPUT", /not a GatewayCore/);
+    await refused(
+      () => P.GatewayCore.prototype.acquire.call(other, { bucketId: "b", rules: R, requested: 1 }, NOW),
+      "INVALID_INPUT",
+      /not a GatewayCore/,
+    );
     await refused(() => P.GatewayCore.prototype.free.call(other), "INVALID_INPUT");
     await refused(() => P.LocalRateState.prototype.acquire.call({ __wbg_ptr: 8 }, { bucketId: "b", rules: R }));
     // The object itself is untouched and still works.

@@ -25,7 +25,12 @@ describe("8 request handlers x 50 calls at 20 req/s in workerd", () => {
   async function startApp() {
     app = new Miniflare({
       workers: [
-        { ...appOptions, name: "app", serviceBindings: { GATEWAY: "gateway" }, bindings: { PROVIDER_URL: providerUrl } },
+        {
+          ...appOptions,
+          name: "app",
+          serviceBindings: { GATEWAY: "gateway" },
+          bindings: { PROVIDER_URL: providerUrl },
+        },
         {
           ...gatewayOptions,
           name: "gateway",
@@ -73,11 +78,17 @@ describe("8 request handlers x 50 calls at 20 req/s in workerd", () => {
 
   test("the provider never sees more than 20 calls in any 1 s window, across a gateway restart", async () => {
     const first = await run(8, 25);
-    assert.deepEqual(first.map((r) => r.status), Array(8).fill(200));
+    assert.deepEqual(
+      first.map((r) => r.status),
+      Array(8).fill(200),
+    );
     await app.dispose();
     await startApp();
     const second = await run(8, 25);
-    assert.deepEqual(second.map((r) => r.status), Array(8).fill(200));
+    assert.deepEqual(
+      second.map((r) => r.status),
+      Array(8).fill(200),
+    );
     const enriched = [...first, ...second].reduce((n, r) => n + r.body.enriched, 0);
     assert.equal(enriched, 400);
     const times = (await (await provider.dispatchFetch("http://provider/calls")).json()).map((c) => c.at);

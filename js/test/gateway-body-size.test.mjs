@@ -38,8 +38,12 @@ function fakeState() {
   return {
     storage: {
       list: async () => new Map(stored),
-      put: async (entries) => void Object.entries(entries).forEach(([k, v]) => stored.set(k, v)),
-      delete: async (keys) => void [keys].flat().forEach((k) => stored.delete(k)),
+      put: async (entries) => {
+        for (const [k, v] of Object.entries(entries)) stored.set(k, v);
+      },
+      delete: async (keys) => {
+        for (const k of [keys].flat()) stored.delete(k);
+      },
     },
     blockConcurrencyWhile: (f) => f(),
   };
@@ -81,7 +85,12 @@ describe("a 100 MB POST", () => {
   });
 
   test("a body of exactly 64 KiB still reaches the core (refused there only for what it says)", async () => {
-    const padded = JSON.stringify({ bucketId: "b", rules: [{ requestsPerWindow: 10, windowMs: 1000 }], requested: 1, pad: "" });
+    const padded = JSON.stringify({
+      bucketId: "b",
+      rules: [{ requestsPerWindow: 10, windowMs: 1000 }],
+      requested: 1,
+      pad: "",
+    });
     const body = padded.replace('"pad":""', `"pad":"${"x".repeat(64 * 1024 - padded.length)}"`);
     assert.equal(new TextEncoder().encode(body).length, 64 * 1024);
     assert.equal((await P.handleGatewayRequest(core, post(body))).status, 200);

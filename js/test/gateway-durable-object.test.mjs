@@ -80,7 +80,10 @@ describe("PacelineGateway", () => {
 
     const after = await startObject({}, store);
     const { body: next } = await call(after.object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 1 });
-    assert.ok(next.scheduledAtMs[0] >= last + 50, `${next.scheduledAtMs[0]} re-enters the stored timeline (last ${last})`);
+    assert.ok(
+      next.scheduledAtMs[0] >= last + 50,
+      `${next.scheduledAtMs[0]} re-enters the stored timeline (last ${last})`,
+    );
   });
 
   test("requests that change nothing cost no write; a refused charge is state", async () => {
@@ -89,7 +92,12 @@ describe("PacelineGateway", () => {
     assert.equal((await call(object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 1 })).status, 403);
     assert.equal((await call(object, "/v1/rate/acquire", "{")).status, 400);
     const rateScopeToken = mintRateScopeToken(secret, "b", Date.now() + 60_000);
-    const released = await call(object, "/v1/rate/release", { bucketId: "b", rateScopeToken, rules, leaseIds: ["nope"] });
+    const released = await call(object, "/v1/rate/release", {
+      bucketId: "b",
+      rateScopeToken,
+      rules,
+      leaseIds: ["nope"],
+    });
     assert.deepEqual(released, { status: 200, body: { released: 0 } });
     assert.equal(state.puts, 0);
 
@@ -125,7 +133,12 @@ describe("PacelineGateway", () => {
   test("an object that stored one snapshot moves it to records and continues from them", async () => {
     const { GatewayCore } = paceline;
     const core = new GatewayCore({ windowGuardMs: 25 });
-    const answer = core.handle("POST", "/v1/rate/acquire", JSON.stringify({ bucketId: "b", rules, requested: 10 }), Date.now());
+    const answer = core.handle(
+      "POST",
+      "/v1/rate/acquire",
+      JSON.stringify({ bucketId: "b", rules, requested: 10 }),
+      Date.now(),
+    );
     const last = JSON.parse(new TextDecoder().decode(answer.body)).scheduledAtMs.at(-1);
     const store = new Map([["snapshot", core.snapshot()]]);
     const { object } = await startObject({}, store);
@@ -179,10 +192,9 @@ describe("routeGatewayRequest", () => {
   test("rate calls go to the object named by bucketId, with the body unchanged", async () => {
     const ns = fakeNamespace();
     const body = JSON.stringify({ bucketId: "org-1:openai", rules, requested: 2 });
-    const res = await routeGatewayRequest(
-      new Request("https://gw/v1/rate/acquire", { method: "POST", body }),
-      { PACELINE_GATEWAY: ns },
-    );
+    const res = await routeGatewayRequest(new Request("https://gw/v1/rate/acquire", { method: "POST", body }), {
+      PACELINE_GATEWAY: ns,
+    });
     assert.deepEqual(await res.json(), { forwarded: true });
     assert.deepEqual(ns.sent, [{ name: "org-1:openai", method: "POST", url: "https://gw/v1/rate/acquire", body }]);
   });
@@ -191,7 +203,11 @@ describe("routeGatewayRequest", () => {
     const ns = fakeNamespace();
     const env = { GATE: ns };
     const charge = JSON.stringify({ rootRunId: "run-9", reservationId: "x", charges: [] });
-    await routeGatewayRequest(new Request("https://gw/v1/budget/charge", { method: "POST", body: charge }), env, "GATE");
+    await routeGatewayRequest(
+      new Request("https://gw/v1/budget/charge", { method: "POST", body: charge }),
+      env,
+      "GATE",
+    );
     await routeGatewayRequest(new Request("https://gw/v1/rate/buckets/org-1%3Aopenai?token=t"), env, "GATE");
     assert.deepEqual(ns.names, ["run:run-9", "org-1:openai"]);
     assert.equal(ns.sent[1].url, "https://gw/v1/rate/buckets/org-1%3Aopenai?token=t");

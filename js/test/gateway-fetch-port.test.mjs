@@ -26,7 +26,8 @@ function fakeFetch(status, body) {
 }
 
 const errorJson = (error) => JSON.stringify({ error });
-const client = (status, body) => new GatewayClient(fetchPort({ fetch: fakeFetch(status, body).fetch, baseUrl: "http://gw" }));
+const client = (status, body) =>
+  new GatewayClient(fetchPort({ fetch: fakeFetch(status, body).fetch, baseUrl: "http://gw" }));
 
 describe("fetchPort", () => {
   test("posts the bytes to base + path and hands back status and bytes unread", async () => {
@@ -86,8 +87,14 @@ describe("fetchPort", () => {
   });
 
   test("a missing fetch or baseUrl is refused with INVALID_INPUT when the port is made", () => {
-    assert.throws(() => fetchPort({ baseUrl: "http://gw" }), { code: "INVALID_INPUT", message: /fetch must be a function/ });
-    assert.throws(() => fetchPort({ fetch: globalThis.fetch }), { code: "INVALID_INPUT", message: /baseUrl must be a string/ });
+    assert.throws(() => fetchPort({ baseUrl: "http://gw" }), {
+      code: "INVALID_INPUT",
+      message: /fetch must be a function/,
+    });
+    assert.throws(() => fetchPort({ fetch: globalThis.fetch }), {
+      code: "INVALID_INPUT",
+      message: /baseUrl must be a string/,
+    });
     assert.throws(() => fetchPort(undefined), { code: "INVALID_INPUT" });
     assert.throws(() => fetchPort({ fetch, baseUrl: "http://gw", headers: 42 }), { code: "INVALID_INPUT" });
   });
@@ -123,7 +130,10 @@ describe("the client's codec, through a GatewayClient", () => {
   });
 
   test("a 403 answer rejects with FORBIDDEN_SCOPE and the gateway's message", async () => {
-    const port = client(403, errorJson({ code: "FORBIDDEN_SCOPE", message: "rateScopeToken does not grant bucket org-1:openai" }));
+    const port = client(
+      403,
+      errorJson({ code: "FORBIDDEN_SCOPE", message: "rateScopeToken does not grant bucket org-1:openai" }),
+    );
     await assert.rejects(port.acquire(acquireReq), {
       code: "FORBIDDEN_SCOPE",
       message: "rateScopeToken does not grant bucket org-1:openai",
@@ -131,7 +141,10 @@ describe("the client's codec, through a GatewayClient", () => {
   });
 
   test("a cooldown answer carries cooldownUntilMs", async () => {
-    const port = client(429, errorJson({ code: "PROVIDER_EXHAUSTED", message: "cooling down", cooldownUntilMs: 123456 }));
+    const port = client(
+      429,
+      errorJson({ code: "PROVIDER_EXHAUSTED", message: "cooling down", cooldownUntilMs: 123456 }),
+    );
     await assert.rejects(port.acquire(acquireReq), { code: "PROVIDER_EXHAUSTED", cooldownUntilMs: 123456 });
   });
 
@@ -163,11 +176,14 @@ describe("the client's codec, through a GatewayClient", () => {
   });
 
   test("a code this client does not know surfaces as GATEWAY_UNAVAILABLE with the gateway's message", async () => {
-    await assert.rejects(client(418, errorJson({ code: "TEAPOT", message: "short and stout" })).acquire(acquireReq), (error) => {
-      assert.equal(error.code, "GATEWAY_UNAVAILABLE");
-      assert.match(error.message, /short and stout/);
-      return true;
-    });
+    await assert.rejects(
+      client(418, errorJson({ code: "TEAPOT", message: "short and stout" })).acquire(acquireReq),
+      (error) => {
+        assert.equal(error.code, "GATEWAY_UNAVAILABLE");
+        assert.match(error.message, /short and stout/);
+        return true;
+      },
+    );
   });
 
   test("a transport answering the wrong shape is GATEWAY_UNAVAILABLE naming what was wrong", async () => {

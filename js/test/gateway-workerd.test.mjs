@@ -32,7 +32,9 @@ describe("gateway Worker with Durable Objects in workerd", () => {
       // slow test machine cannot open gaps in the schedule.
       bindings: { PACELINE_SECRET: secret, PACELINE_HORIZON_MS: "60000", PACELINE_WINDOW_GUARD_MS: "0" },
     });
-    port = new GatewayClient(fetchPort({ fetch: (url, init) => mf.dispatchFetch(url, init), baseUrl: "http://gateway" }));
+    port = new GatewayClient(
+      fetchPort({ fetch: (url, init) => mf.dispatchFetch(url, init), baseUrl: "http://gateway" }),
+    );
   }
 
   before(async () => {

@@ -90,7 +90,9 @@ describe("pacing as the TypeScript runtime resolves it", () => {
     await (await gov.acquireToolSlot("apollo.search")).release();
     assert.equal(seen.acquire[0].bucketId, "org:apollo");
     assert.equal(seen.acquire[0].rateScopeToken, "tok");
-    const long = governor(rateState, { resolveRateScope: () => ({ bucketId: "org:apollo:cred", rateScopeToken: "t".repeat(600) }) });
+    const long = governor(rateState, {
+      resolveRateScope: () => ({ bucketId: "org:apollo:cred", rateScopeToken: "t".repeat(600) }),
+    });
     await (await long.acquireToolSlot("apollo.search")).release();
     assert.equal(seen.acquire.at(-1).rateScopeToken.length, 600, "a token may be longer than an id");
     const bad = governor(rateState, { resolveRateScope: () => ({ bucketId: 7 }) });
@@ -105,12 +107,18 @@ describe("pacing as the TypeScript runtime resolves it", () => {
         "apollo.search": { provider: "apollo", rules: [{ requestsPerWindow: 2, windowMs: 1000 }] },
         "local.format": { unpaced: true },
       },
-      resolvePacing: (toolId) => (asked.push(toolId), apollo),
+      resolvePacing: (toolId) => {
+        asked.push(toolId);
+        return apollo;
+      },
     });
     await (await gov.acquireToolSlot("apollo.search")).release();
     await (await gov.acquireToolSlot("local.format")).release();
     assert.deepEqual(asked, []);
-    assert.deepEqual(seen.acquire.map((r) => r.rules), [[{ requestsPerWindow: 2, windowMs: 1000 }]]);
+    assert.deepEqual(
+      seen.acquire.map((r) => r.rules),
+      [[{ requestsPerWindow: 2, windowMs: 1000 }]],
+    );
     const error = await expectCode(
       () => governor(rateState, { builtinPacing: { "a.b": { provider: "p", rules: [{ windowMs: 1000 }] } } }),
       "INVALID_INPUT",
@@ -128,7 +136,10 @@ describe("edge inputs", () => {
     assert.equal(gov.resolveRowConcurrency(7), 7);
     assert.equal(gov.resolveRowConcurrency(), 6);
     for (const bad of [Number.NaN, "3"]) {
-      assert.throws(() => gov.resolveRowConcurrency(bad), (e) => e.code === "INVALID_INPUT");
+      assert.throws(
+        () => gov.resolveRowConcurrency(bad),
+        (e) => e.code === "INVALID_INPUT",
+      );
     }
   });
 
@@ -169,7 +180,10 @@ describe("the rest of the runtime's governor surface", () => {
     assert.equal(await gov.suggestedParallelism("web.scrape", 1), 15);
     gov.observeToolSuccess({ toolId: "web.scrape", latencyMs: 200 });
     assert.equal(await gov.suggestedParallelism("web.scrape", 1), 1);
-    assert.throws(() => gov.observeToolSuccess({ toolId: "web.scrape", latencyMs: -1 }), (e) => e.code === "INVALID_INPUT");
+    assert.throws(
+      () => gov.observeToolSuccess({ toolId: "web.scrape", latencyMs: -1 }),
+      (e) => e.code === "INVALID_INPUT",
+    );
     await expectCode(() => governor(recordingPort().rateState, { toolLatencyMs: { t: "slow" } }), "INVALID_INPUT");
   });
 });
@@ -202,7 +216,9 @@ describe("a failed penalize", () => {
 
   test("a 429 for a tool lands in its remembered scope under another provider name", async () => {
     const { seen, rateState } = recordingPort();
-    const gov = governor(rateState, { resolveRateScope: (toolId) => ({ bucketId: `org:apollo:${toolId}`, rateScopeToken: "t" }) });
+    const gov = governor(rateState, {
+      resolveRateScope: (toolId) => ({ bucketId: `org:apollo:${toolId}`, rateScopeToken: "t" }),
+    });
     await (await gov.acquireToolSlot("apollo.search")).release();
     await gov.reportProviderBackpressure({ provider: "Apollo.io", toolId: "apollo.search", retryAfterMs: 1000 });
     assert.equal(seen.penalize[0].bucketId, "org:apollo:apollo.search");

@@ -88,8 +88,20 @@ describe("observeHeaders", () => {
   test("hostile input is refused as INVALID_INPUT, hostile headers read as absent", async () => {
     const { port, sent } = recordingPort();
     const state = new paceline.GatewayRateState(port);
-    for (const input of [undefined, null, 7, "org:p", { bucketId: 7, headers: {} }, { bucketId: "b" }, { bucketId: "b", headers: 3 }]) {
-      assert.throws(() => state.observeHeaders(input), (e) => e.code === "INVALID_INPUT", String(input));
+    for (const input of [
+      undefined,
+      null,
+      7,
+      "org:p",
+      { bucketId: 7, headers: {} },
+      { bucketId: "b" },
+      { bucketId: "b", headers: 3 },
+    ]) {
+      assert.throws(
+        () => state.observeHeaders(input),
+        (e) => e.code === "INVALID_INPUT",
+        String(input),
+      );
     }
     const throwing = {
       get bucketId() {
@@ -97,10 +109,24 @@ describe("observeHeaders", () => {
       },
       headers: {},
     };
-    assert.throws(() => state.observeHeaders(throwing), (e) => e.code === "INVALID_INPUT");
+    assert.throws(
+      () => state.observeHeaders(throwing),
+      (e) => e.code === "INVALID_INPUT",
+    );
     const hostileHeaders = [
-      { get: () => { throw new Error("boom"); } },
-      new Proxy({}, { ownKeys: () => { throw new Error("boom"); } }),
+      {
+        get: () => {
+          throw new Error("boom");
+        },
+      },
+      new Proxy(
+        {},
+        {
+          ownKeys: () => {
+            throw new Error("boom");
+          },
+        },
+      ),
       { "x-ratelimit-limit": 15n },
       { "x-ratelimit-limit": "1e9999" },
       { "x-ratelimit-remaining": "0", "x-ratelimit-reset": "-1" },

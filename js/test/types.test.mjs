@@ -15,7 +15,26 @@ function check(source) {
   const file = join(dir, "use.ts");
   writeFileSync(file, source.replaceAll("PKG", join(pkgDir, "index.js")));
   try {
-    execFileSync(process.execPath, [tsc, "--noEmit", "--strict", "--target", "es2022", "--module", "nodenext", "--moduleResolution", "nodenext", "--lib", "es2022,dom", "--skipLibCheck", "false", file], { stdio: "pipe" });
+    execFileSync(
+      process.execPath,
+      [
+        tsc,
+        "--noEmit",
+        "--strict",
+        "--target",
+        "es2022",
+        "--module",
+        "nodenext",
+        "--moduleResolution",
+        "nodenext",
+        "--lib",
+        "es2022,dom",
+        "--skipLibCheck",
+        "false",
+        file,
+      ],
+      { stdio: "pipe" },
+    );
     return "";
   } catch (error) {
     return error.stdout.toString();
@@ -149,7 +168,22 @@ test("the typings use camelCase parameter names and carry no doc artifacts", () 
 const CHECKED_GLUE = ["errors.js", "gateway-port.js", "limiter.js"];
 
 test("the hand-written glue type-checks against its own .d.ts under checkJs", () => {
-  const args = ["--allowJs", "--checkJs", "--noEmit", "--strict", "--target", "es2022", "--lib", "es2022,dom", "--module", "nodenext", "--moduleResolution", "nodenext", "--skipLibCheck", "false"];
+  const args = [
+    "--allowJs",
+    "--checkJs",
+    "--noEmit",
+    "--strict",
+    "--target",
+    "es2022",
+    "--lib",
+    "es2022,dom",
+    "--module",
+    "nodenext",
+    "--moduleResolution",
+    "nodenext",
+    "--skipLibCheck",
+    "false",
+  ];
   try {
     execFileSync(process.execPath, [tsc, ...args, ...CHECKED_GLUE], { cwd: join(pkgDir, "glue"), encoding: "utf8" });
   } catch (error) {

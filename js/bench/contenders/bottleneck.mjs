@@ -41,11 +41,13 @@ export async function createContender({ rps, maxConcurrency, redis, runId }) {
       return new Promise((resolve, reject) => {
         const job = { deliver: resolve, delivered: false };
         limiter
-          .schedule({ expiration: 10_000 }, () =>
-            new Promise((finish, fail) => {
-              job.delivered = true;
-              job.deliver({ job, finish, fail });
-            }),
+          .schedule(
+            { expiration: 10_000 },
+            () =>
+              new Promise((finish, fail) => {
+                job.delivered = true;
+                job.deliver({ job, finish, fail });
+              }),
           )
           .catch((error) => {
             if (!job.delivered) reject(error);

@@ -14,7 +14,11 @@ function perProcess({ rps, maxConcurrency, processes }) {
   const share = rps / processes;
   // A bucket holding one second of tokens is the textbook default; flooring
   // the concurrency share keeps the sum at or under the real limit.
-  return { rps: share, burst: Math.max(1, Math.floor(share)), maxConcurrency: Math.max(1, Math.floor(maxConcurrency / processes)) };
+  return {
+    rps: share,
+    burst: Math.max(1, Math.floor(share)),
+    maxConcurrency: Math.max(1, Math.floor(maxConcurrency / processes)),
+  };
 }
 
 export async function createContender(config) {
@@ -35,10 +39,13 @@ export async function createContender(config) {
       waiters.shift()();
     }
     if (waiters.length > 0 && tokens < 1 && timer === null) {
-      timer = setTimeout(() => {
-        timer = null;
-        pump();
-      }, Math.ceil(((1 - tokens) * 1000) / rps));
+      timer = setTimeout(
+        () => {
+          timer = null;
+          pump();
+        },
+        Math.ceil(((1 - tokens) * 1000) / rps),
+      );
     }
   };
 

@@ -22,7 +22,9 @@ export async function createContender(config) {
     roundTrips += 1;
     return fetch(url, init);
   };
-  const pacer = new paceline.GatewayRateState(paceline.fetchPort({ fetch: countingFetch, baseUrl: config.service.gatewayUrl }));
+  const pacer = new paceline.GatewayRateState(
+    paceline.fetchPort({ fetch: countingFetch, baseUrl: config.service.gatewayUrl }),
+  );
   const bucketId = `bench:${config.runId}`;
   const rules = [{ requestsPerWindow: config.rps, windowMs: 1000, maxConcurrency: config.maxConcurrency }];
   return {

@@ -82,6 +82,11 @@ impl FleetReport {
             .fold(0.0, f64::max)
     }
 
+    /// The longest any dispatched call waited from its arrival, ms.
+    pub fn longest_wait_ms(&self) -> f64 {
+        self.waits.iter().copied().fold(0.0, f64::max)
+    }
+
     pub fn dispatches_between(&self, from: Millis, to: Millis) -> usize {
         self.dispatches
             .iter()

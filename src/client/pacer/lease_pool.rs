@@ -1,7 +1,7 @@
 //! The pool's bookkeeping: which kept leases are idle, which are in calls,
 //! until when each may start a call, and what a renewal answered.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::protocol::PacingRule;
 use crate::time::Millis;
@@ -48,7 +48,25 @@ pub(super) struct LeasePool {
     pub watching: bool,
     /// Leases on their way back to the gateway.
     pub returning: HashSet<String>,
+    /// This isolate's callers waiting for a kept lease, in arrival order.
+    pub queue: VecDeque<Place>,
 }
+
+/// A caller's place in the pool's queue.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Place {
+    pub ticket: u64,
+    /// The last local time the caller looked for a lease.
+    pub seen: Millis,
+}
+
+/// A caller that has not looked for a lease this long is asleep (on a
+/// cooldown, or its request was cancelled and it never will look again):
+/// callers behind it may take the idle leases.
+pub(super) const PLACE_ASLEEP_MS: Millis = 4 * super::REFILL_POLL_MS;
+
+/// A place not looked at this long is forgotten: its caller is gone.
+pub(super) const PLACE_GONE_MS: Millis = super::REFILL_TIMEOUT_MS;
 
 impl LeasePool {
     pub fn new(spacing_ms: Millis, token: Option<String>, rules: Vec<PacingRule>) -> Self {
@@ -63,7 +81,33 @@ impl LeasePool {
             renewing: Vec::new(),
             watching: false,
             returning: HashSet::new(),
+            queue: VecDeque::new(),
         }
+    }
+
+    /// Whether the caller holding `ticket` may take an idle lease now:
+    /// fewer callers awake ahead of it than leases idle. A caller that
+    /// just ended a call and comes straight back is behind those already
+    /// waiting, so one isolate's callers are served in arrival order.
+    pub fn may_take(&mut self, ticket: u64, now: Millis) -> bool {
+        self.queue.retain(|p| p.seen + PLACE_GONE_MS >= now);
+        match self.queue.iter_mut().find(|p| p.ticket == ticket) {
+            Some(place) => place.seen = now,
+            // A pool that replaced the one it queued in.
+            None => self.queue.push_back(Place { ticket, seen: now }),
+        }
+        let ahead = self
+            .queue
+            .iter()
+            .take_while(|p| p.ticket != ticket)
+            .filter(|p| p.seen + PLACE_ASLEEP_MS >= now)
+            .count();
+        ahead < self.idle.len()
+    }
+
+    /// The caller holding `ticket` took a lease or went away.
+    pub fn leave(&mut self, ticket: u64) {
+        self.queue.retain(|p| p.ticket != ticket);
     }
 
     /// Every lease this isolate would keep: what an acquire renews.

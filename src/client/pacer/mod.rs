@@ -158,6 +158,8 @@ struct Inner {
     clock_seed: RefCell<ClockSync>,
     /// The target of the last acquire (see [`GatewayRateState::target`]).
     last_target: RefCell<Option<Rc<Target>>>,
+    /// The next caller's ticket in a pool's queue.
+    next_ticket: Cell<u64>,
 }
 
 /// Client side of the rate contract against a shared gateway.
@@ -181,6 +183,7 @@ impl GatewayRateState {
                 riders_welcome: Cell::new(false),
                 clock_seed: RefCell::new(ClockSync::default()),
                 last_target: RefCell::new(None),
+                next_ticket: Cell::new(0),
             }),
         }
     }
@@ -215,6 +218,7 @@ impl GatewayRateState {
             return Ok(Permit::unpaced());
         }
         let target = self.target(&req);
+        let mut place = None;
         loop {
             if let Some(signal) = req.signal {
                 signal.check(|| permit_wait(req.bucket_id))?;
@@ -223,11 +227,20 @@ impl GatewayRateState {
                 return Err(e);
             }
             if self.pooled(&target) {
-                if let Some(lease) = self.take_kept(&target.bucket_id, req.signal).await {
+                let ticket = place
+                    .get_or_insert_with(|| self.queue_place(&target.bucket_id))
+                    .ticket;
+                if let Some(lease) = self.take_kept(&target.bucket_id, ticket, req.signal).await {
                     return Ok(self.kept_permit(&target.bucket_id, lease?.id));
                 }
                 self.renew_ahead(&target);
-                if self.handoff_expected(&target.bucket_id) {
+                if self.holds_leases(&target.bucket_id) {
+                    // Callers here look for a handed-on lease on their own
+                    // poll, in arrival order; more slots are asked for
+                    // beside them.
+                    if !self.handoff_expected(&target.bucket_id) {
+                        self.grow_pool(&target);
+                    }
                     self.await_handoff(&target.bucket_id, req.signal).await?;
                 } else {
                     self.await_refill(&target, req.signal).await?;

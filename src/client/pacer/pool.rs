@@ -12,7 +12,8 @@
 //! spacing after its last call started: the gateway lets the next holder
 //! start a call on the slot as soon as the release arrives.
 
-pub(super) use super::lease_pool::{InCall, KeptLease, LeasePool};
+pub(super) use super::lease_pool::{InCall, KeptLease, LeasePool, Place};
+use super::refill::Target;
 use super::{GatewayRateState, REFILL_POLL_MS};
 use crate::error::Result;
 use crate::protocol::LEASE_CHAIN_MS;
@@ -34,17 +35,32 @@ impl GatewayRateState {
     pub(super) async fn take_kept(
         &self,
         bucket_id: &str,
+        ticket: u64,
         signal: Option<&AbortSignal>,
     ) -> Option<Result<KeptLease>> {
         let now = self.inner.rt.now_ms();
         let mut lapsed = Vec::new();
         let taken = self.pool(bucket_id, |p| {
+            if !p.may_take(ticket, now) {
+                return None;
+            }
             let lease = p.take(now, &mut lapsed)?;
-            Some((lease, p.cooldown_until))
+            p.leave(ticket);
+            let start = lease.next_at.max(p.cooldown_until).max(now);
+            // Counted as in a call from now, so callers behind this one
+            // wait for it to be handed on, and a renewal carries it.
+            p.in_call.insert(
+                lease.id.clone(),
+                InCall {
+                    lease: lease.clone(),
+                    since: start,
+                    keep: true,
+                },
+            );
+            Some((lease, start))
         });
         self.lapsed(bucket_id, lapsed);
-        let (lease, cooldown) = taken.flatten()?;
-        let start = lease.next_at.max(cooldown);
+        let (lease, start) = taken.flatten()?;
         if start > now {
             let sleep = self.inner.rt.sleep(start - now);
             let waited = abortable(signal, || super::permit_wait(bucket_id), async {
@@ -53,28 +69,54 @@ impl GatewayRateState {
             })
             .await;
             if let Err(e) = waited {
-                self.pool(bucket_id, |p| p.idle.push(lease));
+                self.untake(bucket_id, &lease, None);
                 return Some(Err(e));
             }
         }
         let now = self.inner.rt.now_ms();
         let started = self.pool(bucket_id, |p| {
-            if now < p.cooldown_until || now > lease.start_by {
-                // A cooldown or a lapse was learned while it waited.
-                p.idle.push(lease.clone());
-                return false;
+            let call = p.in_call.get_mut(&lease.id)?;
+            if now < p.cooldown_until || now > call.lease.start_by {
+                return Some(false);
             }
-            p.in_call.insert(
-                lease.id.clone(),
-                InCall {
-                    lease: lease.clone(),
-                    since: now,
-                    keep: true,
-                },
-            );
-            true
+            call.since = now;
+            Some(true)
         });
-        started.filter(|&s| s).map(|_| Ok(lease))
+        match started.flatten() {
+            Some(true) => Some(Ok(lease)),
+            // A cooldown or a lapse was learned while it waited: the caller
+            // keeps its turn.
+            Some(false) => {
+                self.untake(bucket_id, &lease, Some(ticket));
+                None
+            }
+            // The pool was dissolved meanwhile: the lease goes back.
+            None => {
+                drop(self.end_call(bucket_id, &lease.id));
+                None
+            }
+        }
+    }
+
+    /// A lease taken for a call that did not start: idle again, its taker
+    /// (if it still waits) first in the queue. If the pool was dissolved
+    /// meanwhile, the lease goes back.
+    fn untake(&self, bucket_id: &str, lease: &KeptLease, ticket: Option<u64>) {
+        let now = self.inner.rt.now_ms();
+        let kept = self.pool(bucket_id, |p| {
+            let call = p.in_call.remove(&lease.id)?;
+            let mut lease = call.lease;
+            lease.idle_since = now;
+            p.idle.push(lease);
+            if let Some(ticket) = ticket {
+                p.queue.push_front(Place { ticket, seen: now });
+            }
+            Some(())
+        });
+        if kept.flatten().is_none() {
+            drop(self.end_call(bucket_id, &lease.id));
+        }
+        self.watch_pool(bucket_id);
     }
 
     /// A call on a kept lease ended: the lease waits idle for a caller here
@@ -323,15 +365,48 @@ impl GatewayRateState {
     }
 
     /// Whether a caller here without a lease should wait for one handed
-    /// on rather than ask the gateway: a lease is coming, and either
-    /// others wait for slots or the gateway booked this isolate a turn.
+    /// on rather than ask the gateway: a lease is coming, and either one
+    /// is idle for a caller ahead of it, others wait for slots, or the
+    /// gateway booked this isolate a turn.
     pub(super) fn handoff_expected(&self, bucket_id: &str) -> bool {
         let now = self.inner.rt.now_ms();
         self.state(bucket_id, |s| {
-            s.pool
-                .as_ref()
-                .is_some_and(|p| p.coming() > 0 && (p.others_wait || s.refill.not_before > now))
+            s.pool.as_ref().is_some_and(|p| {
+                p.coming() > 0 && (!p.idle.is_empty() || p.others_wait || s.refill.not_before > now)
+            })
         })
+    }
+
+    /// Whether this isolate holds leases of the bucket's pool, idle or in
+    /// calls: its callers then wait for one handed on.
+    pub(super) fn holds_leases(&self, bucket_id: &str) -> bool {
+        self.pool(bucket_id, |p| p.coming() > 0).unwrap_or(false)
+    }
+
+    /// Asks the gateway for more slots in the background, unless a request
+    /// is in flight or the gateway asked this isolate to wait.
+    pub(super) fn grow_pool(&self, target: &Target) {
+        let now = self.inner.rt.now_ms();
+        let generation = self.state(&target.bucket_id, |s| s.refill.begin_if_free(now));
+        if let Some(generation) = generation {
+            self.spawn_refill(generation, target);
+        }
+    }
+
+    /// A place for the caller at the back of the bucket's queue for kept
+    /// leases; it leaves the queue when dropped.
+    pub(super) fn queue_place(&self, bucket_id: &str) -> QueuePlace {
+        let ticket = self.inner.next_ticket.get();
+        self.inner.next_ticket.set(ticket + 1);
+        let now = self.inner.rt.now_ms();
+        self.pool(bucket_id, |p| {
+            p.queue.push_back(Place { ticket, seen: now })
+        });
+        QueuePlace {
+            state: self.clone(),
+            bucket_id: bucket_id.to_owned(),
+            ticket,
+        }
     }
 
     pub(super) fn pool<T>(
@@ -340,5 +415,19 @@ impl GatewayRateState {
         f: impl FnOnce(&mut LeasePool) -> T,
     ) -> Option<T> {
         self.state(bucket_id, |s| s.pool.as_mut().map(f))
+    }
+}
+
+/// A caller's place in a pool's queue, given up when the caller returns,
+/// fails or is dropped.
+pub(super) struct QueuePlace {
+    state: GatewayRateState,
+    bucket_id: String,
+    pub ticket: u64,
+}
+
+impl Drop for QueuePlace {
+    fn drop(&mut self) {
+        self.state.pool(&self.bucket_id, |p| p.leave(self.ticket));
     }
 }

@@ -62,6 +62,11 @@ impl Refill {
         self.deadline = now.max(self.not_before) + REFILL_TIMEOUT_MS;
         self.generation
     }
+
+    /// Begins a refill unless one runs or the gateway asked to wait.
+    pub(super) fn begin_if_free(&mut self, now: Millis) -> Option<u64> {
+        (!self.running && self.not_before <= now).then(|| self.begin(now))
+    }
 }
 
 /// What one refill asks for: the gateway bucket and the rules it is for.
@@ -156,14 +161,18 @@ impl GatewayRateState {
         let now = self.inner.rt.now_ms();
         let generation = self.state(&target.bucket_id, |s| {
             let due = s.pool.as_ref().is_some_and(|p| p.renewal_due(now));
-            (due && !s.refill.running && s.refill.not_before <= now).then(|| s.refill.begin(now))
+            if due {
+                s.refill.begin_if_free(now)
+            } else {
+                None
+            }
         });
         if let Some(generation) = generation {
             self.spawn_refill(generation, target);
         }
     }
 
-    fn spawn_refill(&self, generation: u64, target: &Target) {
+    pub(super) fn spawn_refill(&self, generation: u64, target: &Target) {
         let (this, target) = (self.clone(), target.clone());
         self.inner.rt.spawn(Box::pin(async move {
             this.refill(generation, target).await;

@@ -74,8 +74,22 @@ struct Rig {
 
 impl Rig {
     fn new() -> Self {
+        Self::with_options(PacerOptions::default())
+    }
+
+    /// A rig whose pacer takes one lease per permit and gives it back when
+    /// the permit ends, as it does against gateways that do not stream a
+    /// bucket's slots.
+    fn one_lease_per_permit() -> Self {
+        Self::with_options(PacerOptions {
+            keep_leases: false,
+            ..PacerOptions::default()
+        })
+    }
+
+    fn with_options(options: PacerOptions) -> Self {
         let sim = SimRig::new(0);
-        let pacer = sim.pacer();
+        let pacer = GatewayRateState::new(sim.gateway_port(), sim.runtime(), options);
         Rig {
             rt: sim.rt,
             port: sim.port,
@@ -141,7 +155,7 @@ fn response(status: u16, retry_after: Option<&str>) -> ProviderResponse<&'static
 
 #[test]
 fn an_abort_while_waiting_for_a_tool_slot_returns_the_permits_lease_and_charges_nothing() {
-    let rig = Rig::new();
+    let rig = Rig::one_lease_per_permit();
     let gov = rig.governor(r#"{"concurrency":{"maxToolConcurrency":1}}"#);
     let g = gov.clone();
     let first = spawn(&rig.rt, async move {
@@ -179,7 +193,7 @@ fn an_abort_while_waiting_for_a_tool_slot_returns_the_permits_lease_and_charges_
 
 #[test]
 fn a_breach_of_the_tool_call_budget_gives_back_the_slot_and_the_permit() {
-    let rig = Rig::new();
+    let rig = Rig::one_lease_per_permit();
     let gov = rig
         .governor(r#"{"budgets":{"maxToolCallCount":1},"concurrency":{"maxToolConcurrency":1}}"#);
     let g = gov.clone();
@@ -200,6 +214,34 @@ fn a_breach_of_the_tool_call_budget_gives_back_the_slot_and_the_permit() {
     assert_eq!(e.message, "Play execution toolCall budget exceeded (2/1).");
     assert_eq!(again.code, ErrorCode::BudgetExceeded);
     assert_eq!(rig.released().len(), 3, "every call's lease went back");
+    assert_eq!(rig.bucket("org:apollo").unwrap().live_leases, 0);
+    assert_eq!(gov.snapshot().counts[BudgetKind::ToolCall], 1);
+}
+
+#[test]
+fn a_breach_of_the_tool_call_budget_leaves_no_kept_lease_at_the_gateway() {
+    let rig = Rig::with_options(PacerOptions {
+        keep_leases: true,
+        ..PacerOptions::default()
+    });
+    let gov = rig
+        .governor(r#"{"budgets":{"maxToolCallCount":1},"concurrency":{"maxToolConcurrency":1}}"#);
+    let g = gov.clone();
+    let (e, again) = block_on(&rig.rt, async move {
+        drop(g.acquire_tool_slot("apollo.search", None).await.unwrap());
+        let e = g
+            .acquire_tool_slot("apollo.search", None)
+            .await
+            .unwrap_err();
+        let again = g
+            .acquire_tool_slot("apollo.search", None)
+            .await
+            .unwrap_err();
+        (e, again)
+    });
+    assert_eq!(e.code, ErrorCode::BudgetExceeded);
+    assert_eq!(again.code, ErrorCode::BudgetExceeded);
+    assert!(!rig.released().is_empty(), "the kept lease went back");
     assert_eq!(rig.bucket("org:apollo").unwrap().live_leases, 0);
     assert_eq!(gov.snapshot().counts[BudgetKind::ToolCall], 1);
 }
@@ -880,7 +922,7 @@ fn transport_failures_back_off_and_surface_when_the_attempts_run_out() {
 
 #[test]
 fn successes_are_reported_on_the_next_acquire_of_the_tools_bucket() {
-    let rig = Rig::new();
+    let rig = Rig::one_lease_per_permit();
     let gov = rig.governor("{}");
     block_on(&rig.rt, async move {
         // A 404 is still the provider taking the request at that rate.

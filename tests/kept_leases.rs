@@ -59,9 +59,9 @@ fn loop_on_one_slot(callers: usize, hold_ms: u64, run_ms: u64) -> Vec<u64> {
 #[test]
 fn a_caller_straight_back_from_its_call_waits_behind_callers_already_waiting_bug_one_caller_kept_the_slot(
 ) {
-    let counts = loop_on_one_slot(3, 50, 20_000);
+    let counts = loop_on_one_slot(3, 150, 20_000);
     let (least, most) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
-    assert!(most > 30, "the slot was hardly used: {counts:?}");
+    assert!(most > 20, "the slot was hardly used: {counts:?}");
     assert!(
         least * 10 >= most * 9,
         "callers of one isolate are served in arrival order, so their calls are even: {counts:?}"

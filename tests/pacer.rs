@@ -21,6 +21,19 @@ fn setup(skew_ms: i64) -> (SimRuntime, Rc<ScriptedPort>, GatewayRateState) {
     (rig.rt, rig.port, pacer)
 }
 
+/// A pacer that takes one lease per permit and gives it back when the
+/// permit ends, as it does against gateways that do not stream a bucket's
+/// slots and while a bucket's rate is cut.
+fn setup_one_lease_per_permit() -> (SimRuntime, Rc<ScriptedPort>, GatewayRateState) {
+    let rig = SimRig::new(0);
+    let options = PacerOptions {
+        keep_leases: false,
+        ..PacerOptions::default()
+    };
+    let pacer = GatewayRateState::new(rig.gateway_port(), rig.runtime(), options);
+    (rig.rt, rig.port, pacer)
+}
+
 fn rate(n: u64) -> Vec<PacingRule> {
     vec![PacingRule::new(n, 1_000)]
 }
@@ -138,7 +151,7 @@ fn the_wait_until_a_dispatch_time_is_corrected_for_the_gateways_clock() {
 
 #[test]
 fn an_abort_while_waiting_for_a_dispatch_time_hands_the_lease_back() {
-    let (rt, port, pacer) = setup(0);
+    let (rt, port, pacer) = setup_one_lease_per_permit();
     let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(4)];
     let signal = AbortSignal::new();
     let (p, r) = (pacer.clone(), rules.clone());
@@ -178,7 +191,7 @@ fn an_abort_while_waiting_for_a_dispatch_time_hands_the_lease_back() {
 
 #[test]
 fn permits_released_together_go_back_in_one_batch() {
-    let (rt, port, pacer) = setup(0);
+    let (rt, port, pacer) = setup_one_lease_per_permit();
     let rules = vec![PacingRule::new(100, 1_000).with_max_concurrency(5)];
     let (p, r) = (pacer.clone(), rules.clone());
     block_on(&rt, async move {
@@ -320,7 +333,7 @@ fn a_failed_batched_release_surfaces_on_the_next_acquire() {
 
 #[test]
 fn successes_ride_on_the_next_acquire() {
-    let (rt, port, pacer) = setup(0);
+    let (rt, port, pacer) = setup_one_lease_per_permit();
     let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(1)];
     let (p, r) = (pacer.clone(), rules.clone());
     block_on(&rt, async move {
@@ -429,7 +442,7 @@ fn a_permit_bought_with_one_scope_token_never_serves_a_caller_with_another() {
 
 #[test]
 fn a_lease_released_just_before_the_next_acquire_rides_on_it() {
-    let (rt, port, pacer) = setup(0);
+    let (rt, port, pacer) = setup_one_lease_per_permit();
     let rules = vec![PacingRule::new(20, 1_000).with_max_concurrency(1)];
     let (p, r) = (pacer.clone(), rules.clone());
     block_on(&rt, async move {

@@ -13,6 +13,7 @@ mod block;
 mod clock;
 mod demand;
 mod giveback;
+mod hold;
 mod lease_pool;
 mod penalty;
 mod permits;
@@ -36,6 +37,7 @@ use block::Block;
 use clock::ClockSync;
 use demand::DrawRate;
 use giveback::PendingBatch;
+use hold::HoldTime;
 use pool::LeasePool;
 pub use pool::IDLE_KEEP_MS;
 use quota::QuotaState;
@@ -75,9 +77,10 @@ pub struct PacerOptions {
     pub scheduler_schema: Option<String>,
     /// Asks a gateway that streams a bucket's concurrency slots to let this
     /// isolate keep its leases and hand them between its callers (see
-    /// `pool`). Off by default: callers waiting on one isolate's pool are
-    /// not yet served in arrival order, and the hand-back when a cut stops
-    /// the streaming leaves callers waiting for seconds under real timers.
+    /// `pool`), while its calls hold a slot about as long as the slot's
+    /// spacing (see `hold`). Off by default: in a rate-bound fleet (short
+    /// calls), isolates moving from kept leases to one lease per permit
+    /// have let a 1 s window hold one call over the rule.
     pub keep_leases: bool,
 }
 
@@ -102,6 +105,10 @@ pub struct PermitRequest<'a> {
     pub signal: Option<&'a AbortSignal>,
 }
 
+/// A dissolved pool's scope (token, rules) and its leases still in calls,
+/// each with the time its slot's spacing ends.
+type DissolvedPool = (Option<String>, Vec<PacingRule>, Vec<(String, Millis)>);
+
 #[derive(Default)]
 struct BucketState {
     block: Option<Block>,
@@ -118,7 +125,11 @@ struct BucketState {
     pool: Option<LeasePool>,
     /// A pool the gateway stopped streaming: its scope, and the leases
     /// still in calls, which go back when their calls end.
-    dissolved: Option<(Option<String>, Vec<PacingRule>, Vec<String>)>,
+    /// Each busy lease with the spacing it still owes: its slot's next
+    /// call may start no sooner than that after this one started.
+    dissolved: Option<DissolvedPool>,
+    /// How long calls here hold their lease.
+    hold: HoldTime,
 }
 
 impl BucketState {
@@ -348,7 +359,9 @@ impl GatewayRateState {
         }
         let drawn = drawn?;
         let permit = match drawn.slot.lease {
-            Some(lease_id) => self.leased_permit(&target.bucket_id, token, rules, lease_id),
+            Some(lease_id) => {
+                self.leased_permit(&target.bucket_id, token, rules, lease_id, drawn.due)
+            }
             None => Permit::new(None, None),
         };
         Some((drawn.due, drawn.deadline, permit))

@@ -9,6 +9,7 @@ use super::{GatewayRateState, Inner};
 use crate::client::permit::Permit;
 use crate::protocol::PacingRule;
 use crate::rt::LocalBoxFuture;
+use crate::time::Millis;
 
 impl GatewayRateState {
     /// Whether the target's bucket keeps its leases in a pool. A pool
@@ -39,16 +40,23 @@ impl GatewayRateState {
     }
 
     /// A permit whose drop or `release()` hands its lease to the batch.
+    /// Its call starts at `due`: how long it then held the lease is
+    /// recorded (see `hold`).
     pub(super) fn leased_permit(
         &self,
         bucket_id: &str,
         token: Option<String>,
         rules: Vec<PacingRule>,
         lease_id: String,
+        due: Millis,
     ) -> Permit {
         let bucket_id = bucket_id.to_owned();
         let id = lease_id.clone();
         self.lease_permit(lease_id, move |this| {
+            let now = this.inner.rt.now_ms();
+            if now > due {
+                this.state(&bucket_id, |s| s.hold.record(now - due));
+            }
             this.release_settled(&bucket_id, token, &rules, vec![id])
         })
     }

@@ -16,8 +16,9 @@ pub(super) use super::lease_pool::{InCall, KeptLease, LeasePool, Place};
 use super::refill::Target;
 use super::{GatewayRateState, REFILL_POLL_MS};
 use crate::error::Result;
+use crate::protocol::PacingRule;
 use crate::protocol::LEASE_CHAIN_MS;
-use crate::rt::{abortable, AbortSignal, LocalBoxFuture};
+use crate::rt::{abortable, AbortSignal, Event, LocalBoxFuture};
 use crate::time::Millis;
 
 /// A kept lease is renewed this often (on an acquire that carries it), so
@@ -127,16 +128,29 @@ impl GatewayRateState {
         // A call on a lease of a pool since dissolved: the lease goes back.
         let orphan = self.state(bucket_id, |s| {
             let (token, rules, busy) = s.dissolved.as_mut()?;
-            let i = busy.iter().position(|id| id == lease_id)?;
-            busy.swap_remove(i);
-            let scope = (token.clone(), rules.clone());
+            let i = busy.iter().position(|(id, _)| id == lease_id)?;
+            let (_, ready) = busy.swap_remove(i);
+            let scope = (token.clone(), rules.clone(), ready);
             if busy.is_empty() {
                 s.dissolved = None;
             }
             Some(scope)
         });
-        if let Some((token, rules)) = orphan {
-            return self.release_settled(bucket_id, token, &rules, vec![lease_id.to_owned()]);
+        if let Some((token, rules, ready)) = orphan {
+            return self.release_spaced(bucket_id, token, rules, lease_id.to_owned(), ready);
+        }
+        let short = self.state(bucket_id, |s| {
+            let p = s.pool.as_ref()?;
+            let call = p.in_call.get(lease_id)?;
+            s.hold.record(now.saturating_sub(call.since));
+            Some(s.hold.too_short_for(p.spacing_ms))
+        });
+        if short == Some(true) {
+            // Calls here are too short to use a slot per spacing: the pool
+            // goes back (this lease once its call is over, just below) and
+            // permits come one lease each.
+            self.dissolve_pool(bucket_id);
+            return self.end_call(bucket_id, lease_id);
         }
         let back = self.pool(bucket_id, |p| {
             let call = p.in_call.remove(lease_id)?;
@@ -266,16 +280,50 @@ impl GatewayRateState {
     /// kept leases go back, idle ones now and busy ones when their calls
     /// end, and permits come one lease each again.
     pub(super) fn dissolve_pool(&self, bucket_id: &str) {
+        let idle = self
+            .pool(bucket_id, |p| std::mem::take(&mut p.idle))
+            .unwrap_or_default();
+        // Each once its spacing has passed, as any kept lease goes back.
+        drop(self.give_back_kept(bucket_id, idle));
         let pool = self.state(bucket_id, |s| s.pool.take());
         let Some(pool) = pool else { return };
-        let busy: Vec<String> = pool.in_call.keys().cloned().collect();
+        let busy = pool
+            .in_call
+            .iter()
+            .map(|(id, call)| (id.clone(), call.since + pool.spacing_ms))
+            .collect();
         self.state(bucket_id, |s| {
-            s.dissolved = Some((pool.token.clone(), pool.rules.clone(), busy));
+            s.dissolved = Some((pool.token, pool.rules, busy));
         });
-        let ids: Vec<String> = pool.idle.into_iter().map(|l| l.id).collect();
-        if !ids.is_empty() {
-            self.queue(bucket_id, pool.token, &pool.rules, ids, Vec::new());
+    }
+
+    /// Gives back a lease of a dissolved pool once its slot's spacing has
+    /// passed (`ready`). The work runs on its own, so nothing is lost if
+    /// the returned future is dropped; the future settles when the gateway
+    /// has it.
+    fn release_spaced(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: Vec<PacingRule>,
+        lease_id: String,
+        ready: Millis,
+    ) -> LocalBoxFuture<'static, ()> {
+        let now = self.inner.rt.now_ms();
+        if ready <= now {
+            return self.release_settled(bucket_id, token, &rules, vec![lease_id]);
         }
+        let done = Event::default();
+        let settled = done.listen();
+        let (this, bucket_id) = (self.clone(), bucket_id.to_owned());
+        let wait = self.inner.rt.sleep(ready - now);
+        self.inner.rt.spawn(Box::pin(async move {
+            wait.await;
+            this.release_settled(&bucket_id, token, &rules, vec![lease_id])
+                .await;
+            done.notify();
+        }));
+        Box::pin(settled)
     }
 
     /// Waits a poll for a lease handed on. Not woken by the call that ends:

@@ -216,6 +216,8 @@ impl GatewayRateState {
         let keep_leases = concurrency && self.inner.options.keep_leases;
         let (requested, observed_successes, lead, book_next_turn, quota, slots) =
             self.state(bucket_id, |s| {
+                let keep_leases =
+                    keep_leases && (s.pool.is_some() || s.hold.worth_keeping(&target.rules));
                 if let Some(at) = s.refill.exhausted_at.take() {
                     s.refill.draining |=
                         s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms;

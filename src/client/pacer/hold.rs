@@ -1,0 +1,103 @@
+//! How long this isolate's calls hold a concurrency slot, and so whether
+//! kept leases pay. A kept lease starts at most one call per spacing of its
+//! slot (see `pool`); when calls hold their slot about that long or longer,
+//! the slots bind, and keeping them saves a round trip per call. When calls
+//! are short, the rate binds: a kept lease would sit idle between its
+//! spaced calls while the rate allows more, so permits come one lease each,
+//! paced by the timeline, which uses the whole rate.
+
+use crate::protocol::PacingRule;
+use crate::time::Millis;
+
+/// Leases are kept once calls hold a slot for this share of its spacing.
+const KEEP_FROM: f64 = 0.75;
+
+/// A pool goes back once calls hold a slot for less than this share (a
+/// band below `KEEP_FROM`, so the choice does not flap).
+const DISSOLVE_BELOW: f64 = 0.5;
+
+/// A moving mean of how long calls held their slot.
+#[derive(Debug, Default, Clone)]
+pub(super) struct HoldTime {
+    mean_ms: Option<f64>,
+}
+
+impl HoldTime {
+    pub fn record(&mut self, held_ms: Millis) {
+        let held = held_ms as f64;
+        self.mean_ms = Some(match self.mean_ms {
+            None => held,
+            Some(mean) => mean + (held - mean) / 8.0,
+        });
+    }
+
+    /// Whether to ask the gateway to let this isolate keep its leases:
+    /// until calls are seen short. (A fleet whose isolates start one lease
+    /// per permit and turn to kept leases later shares slots unevenly: the
+    /// late ones find them held.)
+    pub fn worth_keeping(&self, rules: &[PacingRule]) -> bool {
+        self.share_of(slot_spacing_ms(rules))
+            .is_none_or(|share| share >= KEEP_FROM)
+    }
+
+    /// Whether a pool whose slots are spaced `spacing_ms` apart should go
+    /// back: its calls are too short to use them.
+    pub fn too_short_for(&self, spacing_ms: Millis) -> bool {
+        self.share_of(Some(spacing_ms as f64))
+            .is_some_and(|share| share < DISSOLVE_BELOW)
+    }
+
+    fn share_of(&self, spacing_ms: Option<f64>) -> Option<f64> {
+        let (mean, spacing) = (self.mean_ms?, spacing_ms?);
+        Some(if spacing > 0.0 {
+            mean / spacing
+        } else {
+            f64::INFINITY
+        })
+    }
+}
+
+/// About the spacing a gateway streams each slot at: the widest over the
+/// rules of `window / floor(limit / M)` (the gateway adds its window guard).
+fn slot_spacing_ms(rules: &[PacingRule]) -> Option<f64> {
+    let slots = rules.iter().filter_map(|r| r.max_concurrency).min()?.max(1);
+    rules
+        .iter()
+        .map(|r| r.window_ms as f64 / (r.requests_per_window / slots).max(1) as f64)
+        .reduce(f64::max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_as_long_as_the_spacing_keep_leases_and_short_ones_do_not() {
+        let rules = [PacingRule::new(20, 1_000).with_max_concurrency(5)];
+        let mut long = HoldTime::default();
+        assert!(
+            long.worth_keeping(&rules),
+            "kept until calls are seen short"
+        );
+        long.record(300);
+        assert!(
+            long.worth_keeping(&rules),
+            "300 ms against a 250 ms spacing"
+        );
+        let mut short = HoldTime::default();
+        short.record(40);
+        assert!(!short.worth_keeping(&rules));
+        assert!(short.too_short_for(250));
+        assert!(!long.too_short_for(250));
+    }
+
+    #[test]
+    fn the_widest_rule_sets_the_spacing() {
+        let rules = [
+            PacingRule::new(100, 1_000).with_max_concurrency(10),
+            PacingRule::new(600, 60_000),
+        ];
+        assert_eq!(slot_spacing_ms(&rules), Some(1_000.0));
+        assert_eq!(slot_spacing_ms(&[PacingRule::new(100, 1_000)]), None);
+    }
+}

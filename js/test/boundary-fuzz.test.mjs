@@ -196,7 +196,7 @@ async function receivers(rand, hostile) {
     resolvePacing: () => (rand() < 0.7 ? { provider: "p", rules: R } : pick(rand, hostile)),
     resolveRateScope: rand() < 0.5 ? undefined : () => pick(rand, hostile),
   });
-  const lease = await governor.acquireToolSlot("t").catch(() => undefined);
+  const lease = await governor.acquireToolSlot({ toolId: "t" }).catch(() => undefined);
   return {
     GatewayCore: new P.GatewayCore(),
     LocalRateState: rateState,

@@ -162,7 +162,7 @@ describe("the API's one convention", () => {
     const governor = P.createGovernor({ rateState: new P.LocalRateState(), resolvePacing: () => ({ unpaced: true }) });
     const row = await governor.acquireRowSlot();
     assert.ok(row.release() instanceof Promise);
-    const tool = await governor.acquireToolSlot("t");
+    const tool = await governor.acquireToolSlot({ toolId: "t" });
     assert.ok(tool.release() instanceof Promise);
   });
 
@@ -173,7 +173,7 @@ describe("the API's one convention", () => {
       resolvePacing: () => ({ provider: "p", rules: RULES }),
       waitUntil: (p) => kept.push(p),
     });
-    const answer = await governor.callTool("p.search", () => ({ status: 200, marker: "mine" }));
+    const answer = await governor.callTool(() => ({ status: 200, marker: "mine" }), { toolId: "p.search" });
     assert.equal(answer.marker, "mine");
     assert.equal(kept.length, 1);
     await kept[0];
@@ -215,7 +215,7 @@ describe("the API's one convention", () => {
 
   test("a call's answer without an HTTP status is INVALID_INPUT, not a success", async () => {
     const governor = P.createGovernor({ rateState: new P.LocalRateState(), resolvePacing: () => ({ unpaced: true }) });
-    const error = await codeOf(() => governor.callTool("t", () => ({ ok: true })));
+    const error = await codeOf(() => governor.callTool(() => ({ ok: true }), { toolId: "t" }));
     assert.match(error.message, /status from 100 to 599/);
   });
 
@@ -225,8 +225,8 @@ describe("the API's one convention", () => {
       resolvePacing: () => ({ unpaced: true }),
       policy: { budgets: { maxRetryCount: 1 } },
     });
-    await governor.chargeBudget("retry");
-    const error = await codeOf(() => governor.chargeBudget("retry"));
+    await governor.chargeBudget({ kind: "retry" });
+    const error = await codeOf(() => governor.chargeBudget({ kind: "retry" }));
     assert.equal(error.code, "BUDGET_EXCEEDED");
     assert.match(error.message, /policy\.budgets\.maxRetryCount/);
   });
@@ -249,7 +249,7 @@ describe("the API's one convention", () => {
     const error = await codeOf(() => P.createGovernor({ rateState, resolvePacing: () => null }));
     assert.match(error.message, /must be a live/);
     // The governor made before keeps its own reference to the core state.
-    await (await governor.acquireToolSlot("t")).release();
+    await (await governor.acquireToolSlot({ toolId: "t" })).release();
   });
 
   test("isPacelineError tells paceline's errors from others, by code too", () => {

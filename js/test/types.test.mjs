@@ -58,9 +58,9 @@ const governor = createGovernor({
   resolvePacing: () => ({ provider: "p", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] }),
 });
 async function use(): Promise<number> {
-  const lease = await governor.acquireToolSlot("p.search", undefined);
+  const lease = await governor.acquireToolSlot({ toolId: "p.search" });
   await lease.release();
-  const answer = await governor.callTool("p.search", () => fetch("http://p"), { retrySafe: true });
+  const answer = await governor.callTool(() => fetch("http://p"), { toolId: "p.search", retrySafe: true });
   return answer.status + (first ?? 0) + (leases ?? 0) + token.length;
 }
 void use;
@@ -98,8 +98,8 @@ const governor = createGovernor({
 async function use(): Promise<number> {
   const child: Governor = await governor.forkInlineChild({ childPlayName: "b", childRunId: "run-b" });
   child.observeToolSuccess({ toolId: "p.search", latencyMs: 120 });
-  await child.chargeBudget("retry", 0);
-  return child.resolveRowConcurrency(-1) + (await governor.suggestedParallelism("p.search", 4));
+  await child.chargeBudget({ kind: "retry", amount: 0 });
+  return child.resolveRowConcurrency(-1) + (await governor.suggestedParallelism({ toolId: "p.search", fallback: 4 }));
 }
 void use;
 `);
@@ -118,6 +118,20 @@ createGovernor(base).forkInlineChild({ childPlayName: "b" });
   for (const line of [4, 5, 6, 7]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
 });
 
+test("the governor takes named fields: the positional shapes and retryAfterMs are refused by the types", () => {
+  const errors = check(`
+import { LocalRateState, createGovernor } from "PKG";
+const g = createGovernor({ rateState: new LocalRateState(), resolvePacing: () => null });
+void g.acquireToolSlot("p.search");
+void g.callTool("p.search", () => ({ status: 200 }));
+void g.suggestedParallelism("p.search", 4);
+void g.chargeBudget("retry", 1);
+void g.reportProviderBackpressure({ provider: "p", retryAfterMs: 1000 });
+void g.callTool(() => ({ status: 200 }), { retrySafe: true });
+`);
+  for (const line of [4, 5, 6, 7, 8, 9]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
+});
+
 test("the front door's API is typed: limiter, gatewayPort, generic callTool, waitUntil, the error guard", () => {
   const errors = check(`
 import { createGovernor, createLimiter, gatewayPort, isPacelineError, GatewayRateState, type PacelineGatewayNamespace } from "PKG";
@@ -129,7 +143,7 @@ const governor = createGovernor({ rateState, resolvePacing: () => ({ unpaced: tr
 interface MyAnswer { status: number; items: string[] }
 async function use(): Promise<number> {
   const n: number = await limiter.schedule(async () => 3, { waitUntil: ctx.waitUntil.bind(ctx) });
-  const answer = await governor.callTool("t", async (): Promise<MyAnswer> => ({ status: 200, items: ["a"] }));
+  const answer = await governor.callTool(async (): Promise<MyAnswer> => ({ status: 200, items: ["a"] }), { toolId: "t" });
   const items: string[] = answer.items;
   const row = await governor.acquireRowSlot();
   const released: Promise<void> = row.release();

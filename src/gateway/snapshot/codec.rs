@@ -106,6 +106,12 @@ impl Reader<'_> {
         Ok(n)
     }
 
+    /// A count kept in 32 bits: a larger one is no state this build wrote.
+    pub fn small(&mut self) -> Result<u32> {
+        let n = self.uint()?;
+        u32::try_from(n).map_err(|_| Error::invalid(format!("snapshot count {n} is out of range")))
+    }
+
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
         Ok(self.take(N)?.try_into().expect("N bytes"))
     }

@@ -22,9 +22,12 @@
 //! counts for the adaptive rate's cuts and probe leash) and 3 (records
 //! inline) are still read.
 
+mod adaptive_record;
 mod bucket_record;
 mod codec;
 mod ledger_record;
+mod quota_record;
+mod throughput_record;
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -3,6 +3,7 @@
 // web entry's error when nobody initialised it.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { pkgDir } from "../lib/bundle-worker.mjs";
@@ -259,6 +260,16 @@ describe("the API's one convention", () => {
     assert.equal(P.isPacelineError(error, "INVALID_INPUT"), false);
     assert.equal(P.isPacelineError(new Error("x")), false);
     assert.equal(P.isPacelineError({ name: "PacelineError", code: "ABORTED" }), false);
+  });
+
+  test("ERROR_CODES lists every code the guard knows, and the package README's error table lists exactly them", () => {
+    const coded = (code) => Object.assign(new Error("x"), { name: "PacelineError", code });
+    for (const code of P.ERROR_CODES) assert.equal(P.isPacelineError(coded(code)), true, code);
+    assert.equal(P.isPacelineError(coded("NOT_A_CODE")), false);
+    assert.ok(Object.isFrozen(P.ERROR_CODES));
+    const readme = readFileSync(join(pkgDir, "README.md"), "utf8");
+    const documented = [...readme.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]);
+    assert.deepEqual(documented.toSorted(), [...P.ERROR_CODES].sort());
   });
 });
 

@@ -1,44 +1,18 @@
 // The package's TypeScript declarations, checked by tsc --strict: a typed
 // use of the public API compiles, and misuses are refused.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
-
-const tsc = join(repoRoot, "js/node_modules/typescript/bin/tsc");
+import { pkgDir } from "../lib/bundle-worker.mjs";
+import { typecheck } from "../lib/typescript.mjs";
 
 function check(source) {
   const dir = mkdtempSync(join(tmpdir(), "paceline-types-"));
   const file = join(dir, "use.ts");
   writeFileSync(file, source.replaceAll("PKG", join(pkgDir, "index.js")));
-  try {
-    execFileSync(
-      process.execPath,
-      [
-        tsc,
-        "--noEmit",
-        "--strict",
-        "--target",
-        "es2022",
-        "--module",
-        "nodenext",
-        "--moduleResolution",
-        "nodenext",
-        "--lib",
-        "es2022,dom",
-        "--skipLibCheck",
-        "false",
-        file,
-      ],
-      { stdio: "pipe" },
-    );
-    return "";
-  } catch (error) {
-    return error.stdout.toString();
-  }
+  return typecheck([file]);
 }
 
 test("a typed use of the public API compiles under --strict", () => {
@@ -182,25 +156,6 @@ test("the typings use camelCase parameter names and carry no doc artifacts", () 
 const CHECKED_GLUE = ["errors.js", "gateway-port.js", "limiter.js"];
 
 test("the hand-written glue type-checks against its own .d.ts under checkJs", () => {
-  const args = [
-    "--allowJs",
-    "--checkJs",
-    "--noEmit",
-    "--strict",
-    "--target",
-    "es2022",
-    "--lib",
-    "es2022,dom",
-    "--module",
-    "nodenext",
-    "--moduleResolution",
-    "nodenext",
-    "--skipLibCheck",
-    "false",
-  ];
-  try {
-    execFileSync(process.execPath, [tsc, ...args, ...CHECKED_GLUE], { cwd: join(pkgDir, "glue"), encoding: "utf8" });
-  } catch (error) {
-    assert.fail(error.stdout);
-  }
+  const errors = typecheck(CHECKED_GLUE, { cwd: join(pkgDir, "glue"), options: ["--allowJs", "--checkJs"] });
+  assert.equal(errors, "", errors);
 });

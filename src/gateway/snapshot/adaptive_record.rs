@@ -9,27 +9,19 @@ use crate::gateway::leash::Leash;
 pub(super) fn write_adaptive(w: &mut Writer, a: &AdaptiveRate) {
     w.f64(a.cap);
     w.opt_f64(a.stated);
-    match &a.curve {
-        None => w.0.push(0),
-        Some(c) => {
-            w.0.push(1);
-            w.f64(c.w_max);
-            w.f64(c.k);
-            w.f64(c.c);
-            w.uint(c.elapsed_us);
-        }
-    }
+    w.opt(a.curve.as_ref(), |w, c| {
+        w.f64(c.w_max);
+        w.f64(c.k);
+        w.f64(c.c);
+        w.uint(c.elapsed_us);
+    });
     w.opt_f64(a.memory);
     w.uint(a.trust_us);
     w.uint(a.credited_until);
-    match &a.pause {
-        None => w.0.push(0),
-        Some(p) => {
-            w.0.push(1);
-            w.uint(p.probe_every_us);
-            w.opt_uint(p.probe_at);
-        }
-    }
+    w.opt(a.pause.as_ref(), |w, p| {
+        w.uint(p.probe_every_us);
+        w.opt_uint(p.probe_at);
+    });
     w.0.push(u8::from(a.resumed));
     w.f64(a.granted);
     w.f64(a.refused);
@@ -49,25 +41,23 @@ pub(super) fn read_adaptive(r: &mut Reader, version: u8) -> Result<AdaptiveRate>
     let mut a = AdaptiveRate {
         cap: r.f64()?,
         stated: r.opt_f64()?,
-        curve: match r.byte()? {
-            0 => None,
-            _ => Some(Curve {
+        curve: r.opt(|r| {
+            Ok(Curve {
                 w_max: r.f64()?,
                 k: r.f64()?,
                 c: r.f64()?,
                 elapsed_us: r.uint()?,
-            }),
-        },
+            })
+        })?,
         memory: r.opt_f64()?,
         trust_us: r.uint()?,
         credited_until: r.uint()?,
-        pause: match r.byte()? {
-            0 => None,
-            _ => Some(Pause {
+        pause: r.opt(|r| {
+            Ok(Pause {
                 probe_every_us: r.uint()?,
                 probe_at: r.opt_uint()?,
-            }),
-        },
+            })
+        })?,
         resumed: r.byte()? != 0,
         granted: r.f64()?,
         refused: r.f64()?,

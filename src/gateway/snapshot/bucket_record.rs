@@ -31,13 +31,7 @@ pub(super) fn write_bucket(w: &mut Writer, b: &Bucket) {
         w.uint(t.tat);
         w.opt_uint(t.retire_at);
     }
-    match &b.adaptive {
-        None => w.0.push(0),
-        Some(a) => {
-            w.0.push(1);
-            write_adaptive(w, a);
-        }
-    }
+    w.opt(b.adaptive.as_ref(), write_adaptive);
     w.uint(b.adaptive_tat);
     w.uint(b.cooldown_until);
     w.0.push(u8::from(b.pending_cut));
@@ -85,11 +79,10 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
         t.retire_at = r.opt_uint()?;
         timelines.push(t);
     }
-    let adaptive = match r.byte()? {
-        0 => None,
-        _ if version == 1 => Some(read_adaptive_v1(r)?),
-        _ => Some(read_adaptive(r, version)?),
-    };
+    let adaptive = r.opt(|r| match version {
+        1 => read_adaptive_v1(r),
+        _ => read_adaptive(r, version),
+    })?;
     let adaptive_tat = r.uint()?;
     let cooldown_until = r.uint()?;
     let pending_cut = r.byte()? != 0;

@@ -232,6 +232,16 @@ describe("the API's one convention", () => {
     assert.match(error.message, /policy\.budgets\.maxRetryCount/);
   });
 
+  test("a wait past maxWaitMs is PROVIDER_EXHAUSTED naming maxWaitMs, with the cooldown's end", async () => {
+    const state = new P.LocalRateState({ maxWaitMs: 1000 });
+    await (await state.acquire({ bucketId: "b", rules: RULES })).release();
+    await state.penalize({ bucketId: "b", cooldownMs: 60_000 });
+    const error = await codeOf(() => state.acquire({ bucketId: "b", rules: RULES }));
+    assert.equal(error.code, "PROVIDER_EXHAUSTED");
+    assert.match(error.message, /bucket b .*raise maxWaitMs/);
+    assert.ok(error.cooldownUntilMs >= Date.now() + 55_000, `${error.cooldownUntilMs}`);
+  });
+
   test("states go to createGovernor as they are, with no public handle; a freed state is refused", async () => {
     const rateState = new P.LocalRateState();
     const budgetState = new P.LocalBudgetState();

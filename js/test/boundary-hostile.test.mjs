@@ -161,16 +161,36 @@ describe("an input whose getter throws, or a Proxy", () => {
 });
 
 describe("wrong types at the boundary", () => {
-  test("observeSuccess({}), bucket(42) and restore({length: 2**31}) are INVALID_INPUT, not a trap", async () => {
+  test("observeSuccess({}), bucket({ bucketId: 42 }) and restore({length: 2**31}) are INVALID_INPUT, not a trap", async () => {
     await refused(() => new P.LocalRateState().observeSuccess({}), "INVALID_INPUT", /bucketId must be a string/);
-    await refused(() => new P.GatewayCore().bucket(42, NOW), "INVALID_INPUT", /bucketId must be a string/);
+    await refused(
+      () => new P.GatewayCore().bucket({ bucketId: 42 }, NOW),
+      "INVALID_INPUT",
+      /bucketId must be a string/,
+    );
+    await refused(() => new P.GatewayCore().bucket("b", NOW), "INVALID_INPUT", /bucket must be an object/);
     await refused(() => P.GatewayCore.restore({ length: 2 ** 31 }), "INVALID_INPUT", /Uint8Array/);
     await refused(() => new P.GatewayCore().handle("POST", "/v1/rate/acquire", { length: 2 ** 31 }, NOW));
   });
 
-  test("mintRateScopeToken([], …) is INVALID_INPUT: an array is not the empty secret", async () => {
-    await refused(() => P.mintRateScopeToken([], "b", NOW), "INVALID_INPUT", /secret must be a string/);
-    await refused(() => P.mintRateScopeToken("s", ["b"], NOW), "INVALID_INPUT", /bucketId must be a string/);
+  test("mintRateScopeToken({ secret: [] }) is INVALID_INPUT: an array is not the empty secret", async () => {
+    await refused(
+      () => P.mintRateScopeToken({ secret: [], bucketId: "b", expiresAtMs: NOW }),
+      "INVALID_INPUT",
+      /secret must be a string/,
+    );
+    await refused(
+      () => P.mintRateScopeToken({ secret: "s", bucketId: ["b"], expiresAtMs: NOW }),
+      "INVALID_INPUT",
+      /bucketId must be a string/,
+    );
+    // Positional arguments are refused: a swapped secret and id would mint a token for the wrong scope.
+    await refused(() => P.mintRateScopeToken("s", "b", NOW), "INVALID_INPUT", /input must be an object/);
+    await refused(
+      () => P.mintRunScopeToken({ secret: "s", rootRunId: "r" }),
+      "INVALID_INPUT",
+      /expiresAtMs is required/,
+    );
   });
 
   test("a tool id, a budget kind or a call of the wrong type is INVALID_INPUT", async () => {

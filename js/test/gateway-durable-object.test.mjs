@@ -58,7 +58,7 @@ describe("PacelineGateway", () => {
     const { state, object } = await startObject({ PACELINE_SECRET: secret });
     assert.equal((await call(object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 1 })).status, 403);
     assert.equal((await call(object, "/v1/rate/acquire", "{")).status, 400);
-    const rateScopeToken = mintRateScopeToken(secret, "b", Date.now() + 60_000);
+    const rateScopeToken = mintRateScopeToken({ secret, bucketId: "b", expiresAtMs: Date.now() + 60_000 });
     const released = await call(object, "/v1/rate/release", {
       bucketId: "b",
       rateScopeToken,
@@ -72,7 +72,7 @@ describe("PacelineGateway", () => {
     const forged = await call(object, "/v1/budget/charge", { rootRunId: "run-1", reservationId: "r0", charges });
     assert.equal(forged.status, 403, "with a secret a charge needs the run's token");
     assert.equal(state.puts, 0);
-    const runScopeToken = mintRunScopeToken(secret, "run-1", Date.now() + 60_000);
+    const runScopeToken = mintRunScopeToken({ secret, rootRunId: "run-1", expiresAtMs: Date.now() + 60_000 });
     const charge = { rootRunId: "run-1", runScopeToken, reservationId: "r1", charges };
     const refused = await call(object, "/v1/budget/charge", charge);
     assert.equal(refused.status, 409);

@@ -21,9 +21,9 @@ import { GatewayCore, GatewayRateState, createGovernor, fetchPort, mintRateScope
 const core = new GatewayCore({ horizonMs: 1000 });
 const grant = core.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 20, windowMs: 1000 }], requested: 2 }, Date.now());
 const first: number | undefined = grant.scheduledAtMs?.[0];
-const view = core.bucket("b", Date.now());
+const view = core.bucket({ bucketId: "b" }, Date.now());
 const leases: number | undefined = view?.liveLeases;
-const token: string = mintRateScopeToken("s", "b", Date.now() + 1000);
+const token: string = mintRateScopeToken({ secret: "s", bucketId: "b", expiresAtMs: Date.now() + 1000 });
 const rateState = new GatewayRateState(fetchPort({ fetch: (url, init) => fetch(url, init), baseUrl: "http://gw" }));
 const governor = createGovernor({
   adapter: "esm_workers",
@@ -92,9 +92,9 @@ createGovernor(base).forkInlineChild({ childPlayName: "b" });
   for (const line of [4, 5, 6, 7]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
 });
 
-test("the governor takes named fields: the positional shapes and retryAfterMs are refused by the types", () => {
+test("the API takes named fields: the positional shapes and retryAfterMs are refused by the types", () => {
   const errors = check(`
-import { LocalRateState, createGovernor } from "PKG";
+import { GatewayCore, LocalRateState, createGovernor, mintRateScopeToken } from "PKG";
 const g = createGovernor({ rateState: new LocalRateState(), resolvePacing: () => null });
 void g.acquireToolSlot("p.search");
 void g.callTool("p.search", () => ({ status: 200 }));
@@ -102,8 +102,10 @@ void g.suggestedParallelism("p.search", 4);
 void g.chargeBudget("retry", 1);
 void g.reportProviderBackpressure({ provider: "p", retryAfterMs: 1000 });
 void g.callTool(() => ({ status: 200 }), { retrySafe: true });
+void mintRateScopeToken("secret", "bucket", Date.now());
+void new GatewayCore().bucket("b", Date.now());
 `);
-  for (const line of [4, 5, 6, 7, 8, 9]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
+  for (const line of [4, 5, 6, 7, 8, 9, 10, 11]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
 });
 
 test("the front door's API is typed: limiter, gatewayPort, generic callTool, waitUntil, the error guard", () => {

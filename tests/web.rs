@@ -195,7 +195,7 @@ mod client {
         assert_eq!(prop(&refused, "code").as_string().unwrap(), "ABORTED");
         let view = core
             .borrow_mut()
-            .bucket("org:p".into(), Date::now().into(), JsValue::UNDEFINED)
+            .bucket(json(r#"{"bucketId":"org:p"}"#), Date::now().into())
             .unwrap();
         assert!(prop(&first, "leaseId").as_string().is_some());
         assert_eq!(

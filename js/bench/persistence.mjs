@@ -9,6 +9,7 @@
 // Usage: node js/bench/persistence.mjs [--baseline /work/main/pkg]
 import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+import { fakeDurableObjectState } from "../lib/fake-durable-object.mjs";
 import { paceline } from "../lib/node-package.mjs";
 
 const { values } = parseArgs({ options: { baseline: { type: "string" } } });
@@ -20,33 +21,8 @@ function acquireBody(bucketId, requested, maxConcurrency) {
   return encode({ bucketId, rules: [{ requestsPerWindow: 1_000_000, windowMs: 1000, maxConcurrency }], requested });
 }
 
-/** A Durable Object state whose storage counts the bytes each put carries. */
-function countingState() {
-  const store = new Map();
-  const state = {
-    written: 0,
-    storage: {
-      list: async () => new Map(store),
-      put: async (entries) => {
-        for (const [key, value] of Object.entries(entries)) {
-          store.set(key, value);
-          state.written += key.length + value.byteLength;
-        }
-      },
-      delete: async (keys) => {
-        for (const key of [keys].flat()) store.delete(key);
-      },
-    },
-    blockConcurrencyWhile: (callback) => {
-      state.ready = callback();
-      return state.ready;
-    },
-  };
-  return state;
-}
-
 async function bytesPerAcquire(buckets) {
-  const state = countingState();
+  const state = fakeDurableObjectState();
   const object = new PacelineGateway(state, {});
   await state.ready;
   const twin = new GatewayCore({});

@@ -35,11 +35,11 @@ export default {
     let gaveUp = 0;
     try {
       for (let row = 0; row < rows; row++) {
-        const answer = await governor.callTool(
-          "provider.enrich",
-          () => fetch(`${env.PROVIDER_URL}/enrich?row=${row}`),
-          { retrySafe: true, maxAttempts: 3 },
-        );
+        const answer = await governor.callTool(() => fetch(`${env.PROVIDER_URL}/enrich?row=${row}`), {
+          toolId: "provider.enrich",
+          retrySafe: true,
+          maxAttempts: 3,
+        });
         await answer.arrayBuffer();
         if (answer.status === 200) enriched++;
         else gaveUp++;

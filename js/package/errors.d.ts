@@ -16,6 +16,9 @@ export interface PacelineError extends Error {
   cooldownUntilMs?: number;
 }
 
+/** Every `code` a paceline error can carry. */
+export const ERROR_CODES: readonly PacelineErrorCode[];
+
 /** Whether `value` is a paceline error (with this `code`, when one is given). */
 export function isPacelineError<C extends PacelineErrorCode = PacelineErrorCode>(
   value: unknown,

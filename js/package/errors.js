@@ -2,7 +2,8 @@
 // `Error` named "PacelineError" with a string `code`, made by the wasm, the
 // glue and the port alike, so one guard recognises all of them.
 
-const CODES = new Set([
+/** @type {readonly import("./fetch-port.js").PacelineErrorCode[]} */
+export const ERROR_CODES = Object.freeze([
   "INVALID_INPUT",
   "FORBIDDEN_SCOPE",
   "BUDGET_EXCEEDED",
@@ -11,6 +12,7 @@ const CODES = new Set([
   "ABORTED",
   "CYCLE_DETECTED",
 ]);
+const CODES = new Set(/** @type {readonly string[]} */ (ERROR_CODES));
 
 /**
  * @param {unknown} value

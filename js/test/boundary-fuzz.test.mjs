@@ -11,20 +11,13 @@
 // (PACELINE_FUZZ_SEED=n replays a run; the seed is printed.)
 import assert from "node:assert/strict";
 import { test } from "node:test";
+import { fakeDurableObjectState } from "../lib/fake-durable-object.mjs";
 import { paceline as P } from "../lib/node-package.mjs";
 
 const CASES = Number(process.env.PACELINE_FUZZ_CASES ?? 400);
 const SEED = Number(process.env.PACELINE_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const SETTLE_MS = 2000;
-const CODES = new Set([
-  "INVALID_INPUT",
-  "FORBIDDEN_SCOPE",
-  "BUDGET_EXCEEDED",
-  "PROVIDER_EXHAUSTED",
-  "GATEWAY_UNAVAILABLE",
-  "ABORTED",
-  "CYCLE_DETECTED",
-]);
+const CODES = new Set(P.ERROR_CODES);
 
 function prng(seed) {
   let a = seed >>> 0;
@@ -169,22 +162,6 @@ function hostilePort(rand, hostile) {
   return { post };
 }
 
-function fakeState() {
-  const stored = new Map();
-  return {
-    storage: {
-      list: async () => new Map(stored),
-      put: async (entries) => {
-        for (const [k, v] of Object.entries(entries)) stored.set(k, v);
-      },
-      delete: async (keys) => {
-        for (const k of [keys].flat()) stored.delete(k);
-      },
-    },
-    blockConcurrencyWhile: (f) => f(),
-  };
-}
-
 /** Every way to get a live receiver of each exported class. */
 async function receivers(rand, hostile) {
   const rateState = new P.LocalRateState();
@@ -196,7 +173,7 @@ async function receivers(rand, hostile) {
     resolvePacing: () => (rand() < 0.7 ? { provider: "p", rules: R } : pick(rand, hostile)),
     resolveRateScope: rand() < 0.5 ? undefined : () => pick(rand, hostile),
   });
-  const lease = await governor.acquireToolSlot("t").catch(() => undefined);
+  const lease = await governor.acquireToolSlot({ toolId: "t" }).catch(() => undefined);
   return {
     GatewayCore: new P.GatewayCore(),
     LocalRateState: rateState,
@@ -208,7 +185,7 @@ async function receivers(rand, hostile) {
     Permit: await rateState.acquire({ bucketId: "p", rules: R }),
     ToolLease: lease,
     WorkLease: await governor.acquireRowSlot(),
-    PacelineGateway: new P.PacelineGateway(fakeState(), {}),
+    PacelineGateway: new P.PacelineGateway(fakeDurableObjectState(), {}),
     Limiter: P.createLimiter({ port: hostilePort(rand, hostile), bucketId: "b", rules: R, maxWaitMs: 100 }),
   };
 }

@@ -67,8 +67,8 @@ describe("a signal that is not an AbortSignal", () => {
       );
       const port = { post() {} };
       await refused(() => new P.GatewayRateState(port).acquire({ bucketId: "x", rules: R, signal }));
-      await refused(() => governor().acquireToolSlot("t", { signal }));
-      await refused(() => governor().callTool("t", () => ({ status: 200 }), { signal }));
+      await refused(() => governor().acquireToolSlot({ toolId: "t", signal }));
+      await refused(() => governor().callTool(() => ({ status: 200 }), { toolId: "t", signal }));
     });
   }
 
@@ -108,9 +108,9 @@ describe("an aborted wait", () => {
       resolvePacing: () => ({ unpaced: true }),
       policy: { concurrency: { maxToolConcurrency: 1 } },
     });
-    const held = await g.acquireToolSlot("t");
+    const held = await g.acquireToolSlot({ toolId: "t" });
     const controller = new AbortController();
-    const waiting = g.acquireToolSlot("t", { signal: controller.signal });
+    const waiting = g.acquireToolSlot({ toolId: "t", signal: controller.signal });
     setTimeout(() => controller.abort("timeout"), 10);
     const error = await refused(() => waiting, "ABORTED", /a tool slot/);
     assert.equal(error.cause, "timeout");
@@ -147,7 +147,7 @@ describe("an input whose getter throws, or a Proxy", () => {
       await refused(() => new P.GatewayCore().acquire(hostile, NOW));
       await refused(() => new P.GatewayCore().acquire({ bucketId: "b", rules: R, requested: 1, extra: hostile }, NOW));
       await refused(() => P.createGovernor(hostile));
-      await refused(() => governor().callTool("t", () => ({ status: 200 }), hostile));
+      await refused(() => governor().callTool(() => ({ status: 200 }), hostile));
       await refused(() => new P.GatewayRateState(hostile));
     }
   });
@@ -155,30 +155,64 @@ describe("an input whose getter throws, or a Proxy", () => {
   test("a callback answering with a thenable whose then throws rejects, and nothing escapes", async () => {
     // biome-ignore lint/suspicious/noThenProperty: a thenable whose then throws is the hostile input under test
     const g = governor({ resolvePacing: () => ({ then: throwing }) });
-    const { error } = await outcome(() => g.acquireToolSlot("t"));
+    const { error } = await outcome(() => g.acquireToolSlot({ toolId: "t" }));
     assert.equal(error, thrown, "the callback's own exception reaches the caller unchanged");
   });
 });
 
 describe("wrong types at the boundary", () => {
-  test("observeSuccess({}), bucket(42) and restore({length: 2**31}) are INVALID_INPUT, not a trap", async () => {
+  test("observeSuccess({}), bucket({ bucketId: 42 }) and restore({length: 2**31}) are INVALID_INPUT, not a trap", async () => {
     await refused(() => new P.LocalRateState().observeSuccess({}), "INVALID_INPUT", /bucketId must be a string/);
-    await refused(() => new P.GatewayCore().bucket(42, NOW), "INVALID_INPUT", /bucketId must be a string/);
+    await refused(
+      () => new P.GatewayCore().bucket({ bucketId: 42 }, NOW),
+      "INVALID_INPUT",
+      /bucketId must be a string/,
+    );
+    await refused(() => new P.GatewayCore().bucket("b", NOW), "INVALID_INPUT", /bucket must be an object/);
     await refused(() => P.GatewayCore.restore({ length: 2 ** 31 }), "INVALID_INPUT", /Uint8Array/);
     await refused(() => new P.GatewayCore().handle("POST", "/v1/rate/acquire", { length: 2 ** 31 }, NOW));
   });
 
-  test("mintRateScopeToken([], …) is INVALID_INPUT: an array is not the empty secret", async () => {
-    await refused(() => P.mintRateScopeToken([], "b", NOW), "INVALID_INPUT", /secret must be a string/);
-    await refused(() => P.mintRateScopeToken("s", ["b"], NOW), "INVALID_INPUT", /bucketId must be a string/);
+  test("mintRateScopeToken({ secret: [] }) is INVALID_INPUT: an array is not the empty secret", async () => {
+    await refused(
+      () => P.mintRateScopeToken({ secret: [], bucketId: "b", expiresAtMs: NOW }),
+      "INVALID_INPUT",
+      /secret must be a string/,
+    );
+    await refused(
+      () => P.mintRateScopeToken({ secret: "s", bucketId: ["b"], expiresAtMs: NOW }),
+      "INVALID_INPUT",
+      /bucketId must be a string/,
+    );
+    // Positional arguments are refused: a swapped secret and id would mint a token for the wrong scope.
+    await refused(() => P.mintRateScopeToken("s", "b", NOW), "INVALID_INPUT", /input must be an object/);
+    await refused(
+      () => P.mintRunScopeToken({ secret: "s", rootRunId: "r" }),
+      "INVALID_INPUT",
+      /expiresAtMs is required/,
+    );
   });
 
   test("a tool id, a budget kind or a call of the wrong type is INVALID_INPUT", async () => {
     const g = governor();
-    await refused(() => g.acquireToolSlot(42));
-    await refused(() => g.callTool("t", "not a function"));
-    await refused(() => g.chargeBudget({ toString: () => "toolCall" }));
-    await refused(() => g.suggestedParallelism("t", "4"));
+    await refused(() => g.acquireToolSlot({ toolId: 42 }), "INVALID_INPUT", /input\.toolId must be a string/);
+    await refused(() => g.callTool("not a function", { toolId: "t" }), "INVALID_INPUT", /call must be a function/);
+    await refused(() => g.chargeBudget({ kind: { toString: () => "toolCall" } }), "INVALID_INPUT", /input\.kind/);
+    await refused(() => g.suggestedParallelism({ toolId: "t", fallback: "4" }), "INVALID_INPUT", /input\.fallback/);
+  });
+
+  test("the positional shapes of the TypeScript runtime are refused with the object to pass instead", async () => {
+    const g = governor();
+    await refused(() => g.acquireToolSlot("t"), "INVALID_INPUT", /input must be an object \{ toolId, signal\? \}/);
+    await refused(() => g.chargeBudget("retry", 1), "INVALID_INPUT", /input must be an object \{ kind, amount\? \}/);
+    await refused(() => g.suggestedParallelism("t", 4), "INVALID_INPUT", /\{ toolId, fallback \}/);
+    await refused(() => g.callTool("t", () => ({ status: 200 })), "INVALID_INPUT", /callTool takes \(call, \{ toolId/);
+    await refused(
+      () => g.reportProviderBackpressure({ provider: "p", retryAfterMs: 1000 }),
+      "INVALID_INPUT",
+      /input\.retryAfterMs is not a known field; known here: provider, toolId, cooldownMs/,
+    );
+    assert.equal(g.snapshot().retryCount, 0, "nothing was charged");
   });
 });
 
@@ -221,7 +255,7 @@ describe("loose numbers and options", () => {
       /input\.singal/,
     );
     await refused(
-      () => governor().callTool("t", () => ({ status: 200 }), { retrySafely: true }),
+      () => governor().callTool(() => ({ status: 200 }), { toolId: "t", retrySafely: true }),
       "INVALID_INPUT",
       /options\.retrySafely/,
     );
@@ -266,7 +300,7 @@ describe("brand checks", () => {
     const rateState = new P.LocalRateState();
     const g = governor({ rateState });
     rateState.free();
-    const lease = await g.acquireToolSlot("t");
+    const lease = await g.acquireToolSlot({ toolId: "t" });
     await lease.release();
   });
 });

@@ -45,7 +45,8 @@ describe("8 request handlers x 50 calls at 20 req/s in workerd", () => {
     await app.ready;
   }
 
-  const token = () => paceline.mintRateScopeToken(secret, "org_demo:provider", Date.now() + 3_600_000);
+  const token = () =>
+    paceline.mintRateScopeToken({ secret, bucketId: "org_demo:provider", expiresAtMs: Date.now() + 3_600_000 });
   const run = (handlers, rows, rateScopeToken = token()) =>
     Promise.all(
       Array.from({ length: handlers }, () =>
@@ -100,7 +101,11 @@ describe("8 request handlers x 50 calls at 20 req/s in workerd", () => {
 
   test("a forged rate-scope token is refused with 403 and the provider sees nothing", async () => {
     await provider.dispatchFetch("http://provider/calls", { method: "DELETE" });
-    const forged = paceline.mintRateScopeToken("not-the-secret", "org_demo:provider", Date.now() + 60_000);
+    const forged = paceline.mintRateScopeToken({
+      secret: "not-the-secret",
+      bucketId: "org_demo:provider",
+      expiresAtMs: Date.now() + 60_000,
+    });
     const [refused] = await run(1, 3, forged);
     assert.equal(refused.status, 403);
     assert.equal(refused.body.error.code, "FORBIDDEN_SCOPE");

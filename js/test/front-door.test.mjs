@@ -3,6 +3,7 @@
 // web entry's error when nobody initialised it.
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, test } from "node:test";
 import { pkgDir } from "../lib/bundle-worker.mjs";
@@ -162,7 +163,7 @@ describe("the API's one convention", () => {
     const governor = P.createGovernor({ rateState: new P.LocalRateState(), resolvePacing: () => ({ unpaced: true }) });
     const row = await governor.acquireRowSlot();
     assert.ok(row.release() instanceof Promise);
-    const tool = await governor.acquireToolSlot("t");
+    const tool = await governor.acquireToolSlot({ toolId: "t" });
     assert.ok(tool.release() instanceof Promise);
   });
 
@@ -173,7 +174,7 @@ describe("the API's one convention", () => {
       resolvePacing: () => ({ provider: "p", rules: RULES }),
       waitUntil: (p) => kept.push(p),
     });
-    const answer = await governor.callTool("p.search", () => ({ status: 200, marker: "mine" }));
+    const answer = await governor.callTool(() => ({ status: 200, marker: "mine" }), { toolId: "p.search" });
     assert.equal(answer.marker, "mine");
     assert.equal(kept.length, 1);
     await kept[0];
@@ -215,7 +216,7 @@ describe("the API's one convention", () => {
 
   test("a call's answer without an HTTP status is INVALID_INPUT, not a success", async () => {
     const governor = P.createGovernor({ rateState: new P.LocalRateState(), resolvePacing: () => ({ unpaced: true }) });
-    const error = await codeOf(() => governor.callTool("t", () => ({ ok: true })));
+    const error = await codeOf(() => governor.callTool(() => ({ ok: true }), { toolId: "t" }));
     assert.match(error.message, /status from 100 to 599/);
   });
 
@@ -225,10 +226,20 @@ describe("the API's one convention", () => {
       resolvePacing: () => ({ unpaced: true }),
       policy: { budgets: { maxRetryCount: 1 } },
     });
-    await governor.chargeBudget("retry");
-    const error = await codeOf(() => governor.chargeBudget("retry"));
+    await governor.chargeBudget({ kind: "retry" });
+    const error = await codeOf(() => governor.chargeBudget({ kind: "retry" }));
     assert.equal(error.code, "BUDGET_EXCEEDED");
     assert.match(error.message, /policy\.budgets\.maxRetryCount/);
+  });
+
+  test("a wait past maxWaitMs is PROVIDER_EXHAUSTED naming maxWaitMs, with the cooldown's end", async () => {
+    const state = new P.LocalRateState({ maxWaitMs: 1000 });
+    await (await state.acquire({ bucketId: "b", rules: RULES })).release();
+    await state.penalize({ bucketId: "b", cooldownMs: 60_000 });
+    const error = await codeOf(() => state.acquire({ bucketId: "b", rules: RULES }));
+    assert.equal(error.code, "PROVIDER_EXHAUSTED");
+    assert.match(error.message, /bucket b .*raise maxWaitMs/);
+    assert.ok(error.cooldownUntilMs >= Date.now() + 55_000, `${error.cooldownUntilMs}`);
   });
 
   test("states go to createGovernor as they are, with no public handle; a freed state is refused", async () => {
@@ -249,7 +260,7 @@ describe("the API's one convention", () => {
     const error = await codeOf(() => P.createGovernor({ rateState, resolvePacing: () => null }));
     assert.match(error.message, /must be a live/);
     // The governor made before keeps its own reference to the core state.
-    await (await governor.acquireToolSlot("t")).release();
+    await (await governor.acquireToolSlot({ toolId: "t" })).release();
   });
 
   test("isPacelineError tells paceline's errors from others, by code too", () => {
@@ -259,6 +270,16 @@ describe("the API's one convention", () => {
     assert.equal(P.isPacelineError(error, "INVALID_INPUT"), false);
     assert.equal(P.isPacelineError(new Error("x")), false);
     assert.equal(P.isPacelineError({ name: "PacelineError", code: "ABORTED" }), false);
+  });
+
+  test("ERROR_CODES lists every code the guard knows, and the package README's error table lists exactly them", () => {
+    const coded = (code) => Object.assign(new Error("x"), { name: "PacelineError", code });
+    for (const code of P.ERROR_CODES) assert.equal(P.isPacelineError(coded(code)), true, code);
+    assert.equal(P.isPacelineError(coded("NOT_A_CODE")), false);
+    assert.ok(Object.isFrozen(P.ERROR_CODES));
+    const readme = readFileSync(join(pkgDir, "README.md"), "utf8");
+    const documented = [...readme.matchAll(/^\| `([A-Z_]+)` \|/gm)].map((m) => m[1]);
+    assert.deepEqual(documented.toSorted(), [...P.ERROR_CODES].sort());
   });
 });
 

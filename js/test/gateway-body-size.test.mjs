@@ -3,6 +3,7 @@
 // hold 100 MB for the life of the isolate.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { fakeDurableObjectState } from "../lib/fake-durable-object.mjs";
 import { paceline as P, wasmMemory } from "../lib/node-package.mjs";
 
 const MB = 1024 * 1024;
@@ -30,23 +31,6 @@ async function refusedAsTooLarge(response) {
   const { error } = await response.json();
   assert.equal(error.code, "INVALID_INPUT");
   assert.match(error.message, /the limit is 65536/);
-}
-
-/** A Durable Object state with in-memory storage. */
-function fakeState() {
-  const stored = new Map();
-  return {
-    storage: {
-      list: async () => new Map(stored),
-      put: async (entries) => {
-        for (const [k, v] of Object.entries(entries)) stored.set(k, v);
-      },
-      delete: async (keys) => {
-        for (const k of [keys].flat()) stored.delete(k);
-      },
-    },
-    blockConcurrencyWhile: (f) => f(),
-  };
 }
 
 describe("a 100 MB POST", () => {
@@ -77,7 +61,7 @@ describe("a 100 MB POST", () => {
   });
 
   test("PacelineGateway.fetch refuses it and stores nothing", async () => {
-    const gateway = new P.PacelineGateway(fakeState(), {});
+    const gateway = new P.PacelineGateway(fakeDurableObjectState(), {});
     await Promise.resolve();
     const before = wasmMemory.buffer.byteLength;
     await refusedAsTooLarge(await gateway.fetch(post(streamed100MB())));

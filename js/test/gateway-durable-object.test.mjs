@@ -3,47 +3,14 @@
 // continues from, and where the router sends each request.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { fakeDurableObjectState } from "../lib/fake-durable-object.mjs";
 import { paceline } from "../lib/node-package.mjs";
 
 const { PacelineGateway, routeGatewayRequest, mintRateScopeToken, mintRunScopeToken } = paceline;
 const rules = [{ requestsPerWindow: 20, windowMs: 1000 }];
 
-/**
- * A Durable Object state over `store`. Its writes settle a turn later, so a
- * response that did not wait for them is seen before they land; `puts`
- * counts the put calls, `written` the bytes they carried.
- */
-function fakeState(store = new Map()) {
-  const state = {
-    store,
-    puts: 0,
-    written: 0,
-    ready: undefined,
-    storage: {
-      list: async () => new Map(store),
-      put: async (entries) => {
-        await new Promise((resolve) => setImmediate(resolve));
-        for (const [key, value] of Object.entries(entries)) {
-          store.set(key, value.slice());
-          state.written += key.length + value.byteLength;
-        }
-        state.puts += 1;
-      },
-      delete: async (keys) => {
-        await new Promise((resolve) => setImmediate(resolve));
-        for (const key of [keys].flat()) store.delete(key);
-      },
-    },
-    blockConcurrencyWhile(callback) {
-      state.ready = callback();
-      return state.ready;
-    },
-  };
-  return state;
-}
-
 async function startObject(env = {}, store = new Map()) {
-  const state = fakeState(store);
+  const state = fakeDurableObjectState({ store, lateWrites: true });
   const object = new PacelineGateway(state, env);
   await state.ready;
   return { state, object };
@@ -91,7 +58,7 @@ describe("PacelineGateway", () => {
     const { state, object } = await startObject({ PACELINE_SECRET: secret });
     assert.equal((await call(object, "/v1/rate/acquire", { bucketId: "b", rules, requested: 1 })).status, 403);
     assert.equal((await call(object, "/v1/rate/acquire", "{")).status, 400);
-    const rateScopeToken = mintRateScopeToken(secret, "b", Date.now() + 60_000);
+    const rateScopeToken = mintRateScopeToken({ secret, bucketId: "b", expiresAtMs: Date.now() + 60_000 });
     const released = await call(object, "/v1/rate/release", {
       bucketId: "b",
       rateScopeToken,
@@ -105,7 +72,7 @@ describe("PacelineGateway", () => {
     const forged = await call(object, "/v1/budget/charge", { rootRunId: "run-1", reservationId: "r0", charges });
     assert.equal(forged.status, 403, "with a secret a charge needs the run's token");
     assert.equal(state.puts, 0);
-    const runScopeToken = mintRunScopeToken(secret, "run-1", Date.now() + 60_000);
+    const runScopeToken = mintRunScopeToken({ secret, rootRunId: "run-1", expiresAtMs: Date.now() + 60_000 });
     const charge = { rootRunId: "run-1", runScopeToken, reservationId: "r1", charges };
     const refused = await call(object, "/v1/budget/charge", charge);
     assert.equal(refused.status, 409);
@@ -158,11 +125,13 @@ describe("PacelineGateway", () => {
   });
 
   test("a malformed env value fails the object with INVALID_INPUT", () => {
-    assert.throws(() => new PacelineGateway(fakeState(), { PACELINE_HORIZON_MS: "soon" }), {
+    assert.throws(() => new PacelineGateway(fakeDurableObjectState(), { PACELINE_HORIZON_MS: "soon" }), {
       code: "INVALID_INPUT",
       message: /PACELINE_HORIZON_MS/,
     });
-    assert.throws(() => new PacelineGateway(fakeState(), { PACELINE_LEASE_TTL_MS: "" }), { code: "INVALID_INPUT" });
+    assert.throws(() => new PacelineGateway(fakeDurableObjectState(), { PACELINE_LEASE_TTL_MS: "" }), {
+      code: "INVALID_INPUT",
+    });
   });
 });
 

@@ -99,9 +99,9 @@ describe("node dev gateway with a secret", () => {
     const port = new GatewayClient(fetchPort({ fetch: globalThis.fetch, baseUrl: gateway.url }));
     const req = { bucketId: "org-2:openai", rules, requested: 1 };
     await assert.rejects(port.acquire(req), { code: "FORBIDDEN_SCOPE" });
-    const other = mintRateScopeToken(secret, "org-3:openai", Date.now() + 60_000);
+    const other = mintRateScopeToken({ secret, bucketId: "org-3:openai", expiresAtMs: Date.now() + 60_000 });
     await assert.rejects(port.acquire({ ...req, rateScopeToken: other }), { code: "FORBIDDEN_SCOPE" });
-    const token = mintRateScopeToken(secret, "org-2:openai", Date.now() + 60_000);
+    const token = mintRateScopeToken({ secret, bucketId: "org-2:openai", expiresAtMs: Date.now() + 60_000 });
     const grant = await port.acquire({ ...req, rateScopeToken: token });
     assert.equal(grant.granted, 1);
   });
@@ -111,7 +111,7 @@ describe("node dev gateway with a secret", () => {
     const charges = [{ key: "toolCall", amount: 1, limit: 1000 }];
     const bare = new GatewayBudgetState(port);
     await assert.rejects(bare.charge({ rootRunId: "run-7", charges }), { code: "FORBIDDEN_SCOPE" });
-    const runScopeToken = mintRunScopeToken(secret, "run-7", Date.now() + 60_000);
+    const runScopeToken = mintRunScopeToken({ secret, rootRunId: "run-7", expiresAtMs: Date.now() + 60_000 });
     const scoped = new GatewayBudgetState(port, { runScopeToken });
     const { counters } = await scoped.charge({ rootRunId: "run-7", charges });
     assert.equal(counters.toolCall, 256, "the gateway counted the client's first block of 256");

@@ -14,7 +14,7 @@ import { paceline } from "../lib/node-package.mjs";
 const { fetchPort, mintRateScopeToken, mintRunScopeToken, GatewayClient } = paceline;
 const secret = "workerd-test-secret";
 const rules = [{ requestsPerWindow: 20, windowMs: 1000 }];
-const token = (bucketId) => mintRateScopeToken(secret, bucketId, Date.now() + 3_600_000);
+const token = (bucketId) => mintRateScopeToken({ secret, bucketId, expiresAtMs: Date.now() + 3_600_000 });
 const gaps = (times) => times.slice(1).map((t, i) => t - times[i]);
 
 describe("gateway Worker with Durable Objects in workerd", () => {
@@ -102,7 +102,11 @@ describe("gateway Worker with Durable Objects in workerd", () => {
     const before = await view();
 
     const otherToken = token("org-c:openai");
-    const forged = mintRateScopeToken("not-the-secret", victim, Date.now() + 3_600_000);
+    const forged = mintRateScopeToken({
+      secret: "not-the-secret",
+      bucketId: victim,
+      expiresAtMs: Date.now() + 3_600_000,
+    });
     const refused = [
       () => port.acquire({ bucketId: victim, rateScopeToken: forged, rules, requested: 5 }),
       () => port.acquire({ bucketId: victim, rateScopeToken: otherToken, rules, requested: 5 }),
@@ -126,7 +130,7 @@ describe("gateway Worker with Durable Objects in workerd", () => {
 
   test("a charge over its limit is 409 BUDGET_EXCEEDED with the budget message clients parse", async () => {
     const rootRunId = "run-42";
-    const runScopeToken = mintRunScopeToken(secret, rootRunId, Date.now() + 3_600_000);
+    const runScopeToken = mintRunScopeToken({ secret, rootRunId, expiresAtMs: Date.now() + 3_600_000 });
     const charge = (reservationId, amount, token = runScopeToken) =>
       port.charge({ rootRunId, runScopeToken: token, reservationId, charges: [{ key: "toolCall", amount, limit: 3 }] });
     await assert.rejects(charge("r0", 1, null), (error) => error.code === "FORBIDDEN_SCOPE");

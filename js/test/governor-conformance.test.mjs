@@ -61,7 +61,7 @@ describe("pacing as the TypeScript runtime resolves it", () => {
   test("a tool without declared pacing draws from its own bucket at the default pace, stamped with suggestedMaxParallelism", async () => {
     const { seen, rateState } = recordingPort();
     const gov = governor(rateState, { policy: { pacing: { suggestedMaxParallelism: 3 } } });
-    const lease = await gov.acquireToolSlot("web.scrape");
+    const lease = await gov.acquireToolSlot({ toolId: "web.scrape" });
     assert.equal(lease.provider, "tool:web.scrape");
     await lease.release();
     assert.equal(seen.acquire[0].bucketId, "org:tool:web.scrape");
@@ -71,7 +71,7 @@ describe("pacing as the TypeScript runtime resolves it", () => {
   test("{ unpaced: true } from resolvePacing opts a tool out of pacing", async () => {
     const { seen, rateState } = recordingPort();
     const gov = governor(rateState, { resolvePacing: () => ({ unpaced: true }) });
-    const lease = await gov.acquireToolSlot("local.format");
+    const lease = await gov.acquireToolSlot({ toolId: "local.format" });
     assert.equal(lease.provider, undefined);
     await lease.release();
     assert.equal(seen.acquire.length, 0);
@@ -80,23 +80,23 @@ describe("pacing as the TypeScript runtime resolves it", () => {
   test("a blank provider from resolvePacing is treated as none", async () => {
     const { seen, rateState } = recordingPort();
     const gov = governor(rateState, { resolvePacing: () => ({ provider: "  ", rules: [] }) });
-    await (await gov.acquireToolSlot("x.lookup")).release();
+    await (await gov.acquireToolSlot({ toolId: "x.lookup" })).release();
     assert.equal(seen.acquire[0].bucketId, "org:tool:x.lookup");
   });
 
   test("a rate scope without bucketId falls back to the org bucket, keeping its token", async () => {
     const { seen, rateState } = recordingPort();
     const gov = governor(rateState, { resolveRateScope: () => ({ rateScopeToken: "tok" }) });
-    await (await gov.acquireToolSlot("apollo.search")).release();
+    await (await gov.acquireToolSlot({ toolId: "apollo.search" })).release();
     assert.equal(seen.acquire[0].bucketId, "org:apollo");
     assert.equal(seen.acquire[0].rateScopeToken, "tok");
     const long = governor(rateState, {
       resolveRateScope: () => ({ bucketId: "org:apollo:cred", rateScopeToken: "t".repeat(600) }),
     });
-    await (await long.acquireToolSlot("apollo.search")).release();
+    await (await long.acquireToolSlot({ toolId: "apollo.search" })).release();
     assert.equal(seen.acquire.at(-1).rateScopeToken.length, 600, "a token may be longer than an id");
     const bad = governor(rateState, { resolveRateScope: () => ({ bucketId: 7 }) });
-    await expectCode(bad.acquireToolSlot("apollo.search"), "INVALID_INPUT");
+    await expectCode(bad.acquireToolSlot({ toolId: "apollo.search" }), "INVALID_INPUT");
   });
 
   test("builtinPacing is an option and wins over resolvePacing", async () => {
@@ -112,8 +112,8 @@ describe("pacing as the TypeScript runtime resolves it", () => {
         return apollo;
       },
     });
-    await (await gov.acquireToolSlot("apollo.search")).release();
-    await (await gov.acquireToolSlot("local.format")).release();
+    await (await gov.acquireToolSlot({ toolId: "apollo.search" })).release();
+    await (await gov.acquireToolSlot({ toolId: "local.format" })).release();
     assert.deepEqual(asked, []);
     assert.deepEqual(
       seen.acquire.map((r) => r.rules),
@@ -143,12 +143,12 @@ describe("edge inputs", () => {
     }
   });
 
-  test("chargeBudget(kind, 0) is nothing to charge, even at the limit", async () => {
+  test("chargeBudget({ kind, amount: 0 }) is nothing to charge, even at the limit", async () => {
     const gov = governor(recordingPort().rateState, { policy: { budgets: { maxRetryCount: 0 } } });
-    await gov.chargeBudget("retry", 0);
+    await gov.chargeBudget({ kind: "retry", amount: 0 });
     assert.equal(gov.snapshot().retryCount, 0);
-    await expectCode(gov.chargeBudget("retry", 1), "BUDGET_EXCEEDED");
-    await expectCode(gov.chargeBudget("retry", -1), "INVALID_INPUT");
+    await expectCode(gov.chargeBudget({ kind: "retry", amount: 1 }), "BUDGET_EXCEEDED");
+    await expectCode(gov.chargeBudget({ kind: "retry", amount: -1 }), "INVALID_INPUT");
   });
 });
 
@@ -158,7 +158,7 @@ describe("the rest of the runtime's governor surface", () => {
     const child = await gov.forkInlineChild({ childPlayName: "b", childRunId: "run-b" });
     assert.ok(child instanceof Governor);
     assert.deepEqual([child.snapshot().currentRunId, child.snapshot().depth], ["run-b", 1]);
-    await child.chargeBudget("toolCall");
+    await child.chargeBudget({ kind: "toolCall" });
     assert.equal(gov.snapshot().toolCallCount, 1);
     await expectCode(gov.forkInlineChild({ childPlayName: "c" }), "INVALID_INPUT");
   });
@@ -177,9 +177,9 @@ describe("the rest of the runtime's governor surface", () => {
       toolLatencyMs: { "web.scrape": 3000 },
     });
     // The default pace, 5 a second: 3 s calls keep 15 busy, 200 ms calls 1.
-    assert.equal(await gov.suggestedParallelism("web.scrape", 1), 15);
+    assert.equal(await gov.suggestedParallelism({ toolId: "web.scrape", fallback: 1 }), 15);
     gov.observeToolSuccess({ toolId: "web.scrape", latencyMs: 200 });
-    assert.equal(await gov.suggestedParallelism("web.scrape", 1), 1);
+    assert.equal(await gov.suggestedParallelism({ toolId: "web.scrape", fallback: 1 }), 1);
     assert.throws(
       () => gov.observeToolSuccess({ toolId: "web.scrape", latencyMs: -1 }),
       (e) => e.code === "INVALID_INPUT",
@@ -193,9 +193,9 @@ describe("a failed penalize", () => {
     const refusal = Object.assign(new Error("scope token expired"), { code: "FORBIDDEN_SCOPE" });
     const { rateState } = recordingPort({ penalize: () => Promise.reject(refusal) });
     const gov = governor(rateState);
-    await (await gov.acquireToolSlot("apollo.search")).release();
+    await (await gov.acquireToolSlot({ toolId: "apollo.search" })).release();
     const error = await expectCode(
-      gov.reportProviderBackpressure({ provider: "apollo", toolId: "apollo.search", retryAfterMs: 1000 }),
+      gov.reportProviderBackpressure({ provider: "apollo", toolId: "apollo.search", cooldownMs: 1000 }),
       "FORBIDDEN_SCOPE",
     );
     assert.match(error.message, /penalize failed for org:apollo: scope token expired/);
@@ -207,7 +207,7 @@ describe("a failed penalize", () => {
     const { rateState } = recordingPort({ penalize: () => Promise.reject(down) });
     const gov = governor(rateState);
     const error = await expectCode(
-      gov.reportProviderBackpressure({ provider: "apollo", retryAfterMs: 1000 }),
+      gov.reportProviderBackpressure({ provider: "apollo", cooldownMs: 1000 }),
       "GATEWAY_UNAVAILABLE",
     );
     assert.match(error.message, /org:apollo: fetch failed/);
@@ -219,8 +219,8 @@ describe("a failed penalize", () => {
     const gov = governor(rateState, {
       resolveRateScope: (toolId) => ({ bucketId: `org:apollo:${toolId}`, rateScopeToken: "t" }),
     });
-    await (await gov.acquireToolSlot("apollo.search")).release();
-    await gov.reportProviderBackpressure({ provider: "Apollo.io", toolId: "apollo.search", retryAfterMs: 1000 });
+    await (await gov.acquireToolSlot({ toolId: "apollo.search" })).release();
+    await gov.reportProviderBackpressure({ provider: "Apollo.io", toolId: "apollo.search", cooldownMs: 1000 });
     assert.equal(seen.penalize[0].bucketId, "org:apollo:apollo.search");
   });
 });

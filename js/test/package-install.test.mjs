@@ -8,8 +8,9 @@ import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { before, describe, test } from "node:test";
-import { pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { pkgDir } from "../lib/bundle-worker.mjs";
 import { codeBlock } from "../lib/readme-blocks.mjs";
+import { typecheck } from "../lib/typescript.mjs";
 
 const npm = (args, cwd) =>
   execFileSync("npm", [...args, "--offline", "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8" });
@@ -69,19 +70,11 @@ describe("the packed package, installed in an empty directory", () => {
     mkdirSync(join(app, "src"), { recursive: true });
     writeFileSync(join(app, "src/index.js"), codeBlock(join(pkgDir, "README.md"), "src/index.js"));
     writeFileSync(join(app, "governor-example.js"), codeBlock(join(pkgDir, "README.md"), "governor-example.js"));
-    const tsc = join(repoRoot, "js/node_modules/typescript/bin/tsc");
     // Worker handlers' env and ctx are untyped in plain JS; everything the
     // code does with paceline is checked.
-    const args = ["--allowJs", "--checkJs", "--noEmit", "--strict", "--noImplicitAny", "false"];
-    args.push("--target", "es2022", "--lib", "es2022,dom", "--module", "nodenext", "--moduleResolution", "nodenext");
-    try {
-      execFileSync(process.execPath, [tsc, ...args, "src/index.js", "governor-example.js"], {
-        cwd: app,
-        encoding: "utf8",
-      });
-    } catch (error) {
-      assert.fail(error.stdout);
-    }
+    const options = ["--allowJs", "--checkJs", "--noImplicitAny", "false"];
+    const errors = typecheck(["src/index.js", "governor-example.js"], { cwd: app, options });
+    assert.equal(errors, "", errors);
   });
 
   test("the typings compile under lib es2022 with skipLibCheck false", () => {
@@ -101,27 +94,8 @@ export async function use(): Promise<number> {
 }
 `,
     );
-    const tsc = join(repoRoot, "js/node_modules/typescript/bin/tsc");
-    const args = [
-      "--noEmit",
-      "--strict",
-      "--target",
-      "es2022",
-      "--lib",
-      "es2022,dom",
-      "--module",
-      "nodenext",
-      "--moduleResolution",
-      "nodenext",
-      "--skipLibCheck",
-      "false",
-      "use.ts",
-    ];
-    try {
-      execFileSync(process.execPath, [tsc, ...args], { cwd: app, encoding: "utf8" });
-    } catch (error) {
-      assert.fail(error.stdout);
-    }
+    const errors = typecheck(["use.ts"], { cwd: app });
+    assert.equal(errors, "", errors);
     assert.match(readFileSync(join(app, "node_modules/paceline/README.md"), "utf8"), /^# paceline/);
   });
 });

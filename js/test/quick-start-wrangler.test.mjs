@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { densestWindow } from "../lib/metrics.mjs";
 import { codeBlock } from "../lib/readme-blocks.mjs";
 
 process.env.WRANGLER_SEND_METRICS = "false";
@@ -22,17 +23,6 @@ const JITTER_MS = 50;
 
 const npm = (args, cwd) =>
   execFileSync("npm", [...args, "--offline", "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8" });
-
-/** The most arrivals inside any `windowMs` span. */
-function densestWindow(times, windowMs) {
-  const sorted = [...times].sort((a, b) => a - b);
-  let most = 0;
-  for (let i = 0, j = 0; i < sorted.length; i++) {
-    while (sorted[i] - sorted[j] >= windowMs) j++;
-    most = Math.max(most, i - j + 1);
-  }
-  return most;
-}
 
 describe("the README's one-Worker quick start under wrangler", () => {
   let app, provider, arrivals, worker;

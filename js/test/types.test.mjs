@@ -1,44 +1,18 @@
 // The package's TypeScript declarations, checked by tsc --strict: a typed
 // use of the public API compiles, and misuses are refused.
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
-import { pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
-
-const tsc = join(repoRoot, "js/node_modules/typescript/bin/tsc");
+import { pkgDir } from "../lib/bundle-worker.mjs";
+import { typecheck } from "../lib/typescript.mjs";
 
 function check(source) {
   const dir = mkdtempSync(join(tmpdir(), "paceline-types-"));
   const file = join(dir, "use.ts");
   writeFileSync(file, source.replaceAll("PKG", join(pkgDir, "index.js")));
-  try {
-    execFileSync(
-      process.execPath,
-      [
-        tsc,
-        "--noEmit",
-        "--strict",
-        "--target",
-        "es2022",
-        "--module",
-        "nodenext",
-        "--moduleResolution",
-        "nodenext",
-        "--lib",
-        "es2022,dom",
-        "--skipLibCheck",
-        "false",
-        file,
-      ],
-      { stdio: "pipe" },
-    );
-    return "";
-  } catch (error) {
-    return error.stdout.toString();
-  }
+  return typecheck([file]);
 }
 
 test("a typed use of the public API compiles under --strict", () => {
@@ -47,9 +21,9 @@ import { GatewayCore, GatewayRateState, createGovernor, fetchPort, mintRateScope
 const core = new GatewayCore({ horizonMs: 1000 });
 const grant = core.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 20, windowMs: 1000 }], requested: 2 }, Date.now());
 const first: number | undefined = grant.scheduledAtMs?.[0];
-const view = core.bucket("b", Date.now());
+const view = core.bucket({ bucketId: "b" }, Date.now());
 const leases: number | undefined = view?.liveLeases;
-const token: string = mintRateScopeToken("s", "b", Date.now() + 1000);
+const token: string = mintRateScopeToken({ secret: "s", bucketId: "b", expiresAtMs: Date.now() + 1000 });
 const rateState = new GatewayRateState(fetchPort({ fetch: (url, init) => fetch(url, init), baseUrl: "http://gw" }));
 const governor = createGovernor({
   adapter: "esm_workers",
@@ -58,9 +32,9 @@ const governor = createGovernor({
   resolvePacing: () => ({ provider: "p", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] }),
 });
 async function use(): Promise<number> {
-  const lease = await governor.acquireToolSlot("p.search", undefined);
+  const lease = await governor.acquireToolSlot({ toolId: "p.search" });
   await lease.release();
-  const answer = await governor.callTool("p.search", () => fetch("http://p"), { retrySafe: true });
+  const answer = await governor.callTool(() => fetch("http://p"), { toolId: "p.search", retrySafe: true });
   return answer.status + (first ?? 0) + (leases ?? 0) + token.length;
 }
 void use;
@@ -98,8 +72,8 @@ const governor = createGovernor({
 async function use(): Promise<number> {
   const child: Governor = await governor.forkInlineChild({ childPlayName: "b", childRunId: "run-b" });
   child.observeToolSuccess({ toolId: "p.search", latencyMs: 120 });
-  await child.chargeBudget("retry", 0);
-  return child.resolveRowConcurrency(-1) + (await governor.suggestedParallelism("p.search", 4));
+  await child.chargeBudget({ kind: "retry", amount: 0 });
+  return child.resolveRowConcurrency(-1) + (await governor.suggestedParallelism({ toolId: "p.search", fallback: 4 }));
 }
 void use;
 `);
@@ -118,6 +92,22 @@ createGovernor(base).forkInlineChild({ childPlayName: "b" });
   for (const line of [4, 5, 6, 7]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
 });
 
+test("the API takes named fields: the positional shapes and retryAfterMs are refused by the types", () => {
+  const errors = check(`
+import { GatewayCore, LocalRateState, createGovernor, mintRateScopeToken } from "PKG";
+const g = createGovernor({ rateState: new LocalRateState(), resolvePacing: () => null });
+void g.acquireToolSlot("p.search");
+void g.callTool("p.search", () => ({ status: 200 }));
+void g.suggestedParallelism("p.search", 4);
+void g.chargeBudget("retry", 1);
+void g.reportProviderBackpressure({ provider: "p", retryAfterMs: 1000 });
+void g.callTool(() => ({ status: 200 }), { retrySafe: true });
+void mintRateScopeToken("secret", "bucket", Date.now());
+void new GatewayCore().bucket("b", Date.now());
+`);
+  for (const line of [4, 5, 6, 7, 8, 9, 10, 11]) assert.match(errors, new RegExp(`use\\.ts\\(${line},`), errors);
+});
+
 test("the front door's API is typed: limiter, gatewayPort, generic callTool, waitUntil, the error guard", () => {
   const errors = check(`
 import { createGovernor, createLimiter, gatewayPort, isPacelineError, GatewayRateState, type PacelineGatewayNamespace } from "PKG";
@@ -129,7 +119,7 @@ const governor = createGovernor({ rateState, resolvePacing: () => ({ unpaced: tr
 interface MyAnswer { status: number; items: string[] }
 async function use(): Promise<number> {
   const n: number = await limiter.schedule(async () => 3, { waitUntil: ctx.waitUntil.bind(ctx) });
-  const answer = await governor.callTool("t", async (): Promise<MyAnswer> => ({ status: 200, items: ["a"] }));
+  const answer = await governor.callTool(async (): Promise<MyAnswer> => ({ status: 200, items: ["a"] }), { toolId: "t" });
   const items: string[] = answer.items;
   const row = await governor.acquireRowSlot();
   const released: Promise<void> = row.release();
@@ -168,25 +158,6 @@ test("the typings use camelCase parameter names and carry no doc artifacts", () 
 const CHECKED_GLUE = ["errors.js", "gateway-port.js", "limiter.js"];
 
 test("the hand-written glue type-checks against its own .d.ts under checkJs", () => {
-  const args = [
-    "--allowJs",
-    "--checkJs",
-    "--noEmit",
-    "--strict",
-    "--target",
-    "es2022",
-    "--lib",
-    "es2022,dom",
-    "--module",
-    "nodenext",
-    "--moduleResolution",
-    "nodenext",
-    "--skipLibCheck",
-    "false",
-  ];
-  try {
-    execFileSync(process.execPath, [tsc, ...args, ...CHECKED_GLUE], { cwd: join(pkgDir, "glue"), encoding: "utf8" });
-  } catch (error) {
-    assert.fail(error.stdout);
-  }
+  const errors = typecheck(CHECKED_GLUE, { cwd: join(pkgDir, "glue"), options: ["--allowJs", "--checkJs"] });
+  assert.equal(errors, "", errors);
 });

@@ -164,19 +164,7 @@ mod tests {
     use crate::ErrorCode;
 
     fn req(id: &str, charges: &[(&str, u64, u64)]) -> ChargeRequest {
-        ChargeRequest {
-            root_run_id: "run".into(),
-            reservation_id: id.into(),
-            run_scope_token: None,
-            charges: charges
-                .iter()
-                .map(|(key, amount, limit)| BudgetCharge {
-                    key: (*key).into(),
-                    amount: *amount,
-                    limit: *limit,
-                })
-                .collect(),
-        }
+        crate::sim::charge_request("run", id, None, charges)
     }
 
     #[test]

@@ -79,16 +79,26 @@ impl GatewayCore {
     /// scheduler inside one isolate may pass a bare `u64`.
     pub fn new(config: GatewayConfig, lease_key: impl Into<LeaseKey>) -> Result<Self> {
         config.validate()?;
-        Ok(GatewayCore {
+        Ok(GatewayCore::empty(
+            config,
+            LeaseIds::new(lease_key.into()),
+            0,
+        ))
+    }
+
+    /// A gateway holding no bucket or run yet: a new one, or one a
+    /// snapshot's records are about to fill.
+    fn empty(config: GatewayConfig, ids: LeaseIds, floor: Micros) -> Self {
+        GatewayCore {
             config,
             buckets: HashMap::new(),
             ledgers: HashMap::new(),
             idle_buckets: IdleIndex::default(),
             idle_runs: IdleIndex::default(),
-            ids: LeaseIds::new(lease_key.into()),
-            floor: 0,
+            ids,
+            floor,
             changed: snapshot::Changed::default(),
-        })
+        }
     }
 
     pub fn config(&self) -> &GatewayConfig {

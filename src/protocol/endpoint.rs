@@ -46,59 +46,33 @@ pub struct Route {
     pub owner: Owner,
 }
 
-impl Endpoint for AcquireRequest {
-    type Response = AcquireResponse;
-    const ROUTE: Route = Route {
-        name: "acquire",
-        path: "/v1/rate/acquire",
-        owner: Owner::Bucket,
+/// Writes each endpoint's `Endpoint` impl and the list of them, so a new
+/// endpoint is one line here.
+macro_rules! endpoints {
+    ($($request:ident => $response:ident: $name:literal at $path:literal, owned by $owner:ident;)+) => {
+        $(
+            impl Endpoint for $request {
+                type Response = $response;
+                const ROUTE: Route = Route {
+                    name: $name,
+                    path: $path,
+                    owner: Owner::$owner,
+                };
+            }
+        )+
+
+        /// Every POST endpoint.
+        pub const ROUTES: [Route; [$($name),+].len()] = [$($request::ROUTE),+];
     };
 }
 
-impl Endpoint for ReleaseRequest {
-    type Response = ReleaseResponse;
-    const ROUTE: Route = Route {
-        name: "release",
-        path: "/v1/rate/release",
-        owner: Owner::Bucket,
-    };
+endpoints! {
+    AcquireRequest => AcquireResponse: "acquire" at "/v1/rate/acquire", owned by Bucket;
+    ReleaseRequest => ReleaseResponse: "release" at "/v1/rate/release", owned by Bucket;
+    PenalizeRequest => PenalizeResponse: "penalize" at "/v1/rate/penalize", owned by Bucket;
+    ObserveRequest => ObserveResponse: "observe" at "/v1/rate/observe", owned by Bucket;
+    ChargeRequest => ChargeResponse: "charge" at "/v1/budget/charge", owned by Run;
 }
-
-impl Endpoint for PenalizeRequest {
-    type Response = PenalizeResponse;
-    const ROUTE: Route = Route {
-        name: "penalize",
-        path: "/v1/rate/penalize",
-        owner: Owner::Bucket,
-    };
-}
-
-impl Endpoint for ObserveRequest {
-    type Response = ObserveResponse;
-    const ROUTE: Route = Route {
-        name: "observe",
-        path: "/v1/rate/observe",
-        owner: Owner::Bucket,
-    };
-}
-
-impl Endpoint for ChargeRequest {
-    type Response = ChargeResponse;
-    const ROUTE: Route = Route {
-        name: "charge",
-        path: "/v1/budget/charge",
-        owner: Owner::Run,
-    };
-}
-
-/// Every POST endpoint.
-pub const ROUTES: [Route; 5] = [
-    AcquireRequest::ROUTE,
-    ReleaseRequest::ROUTE,
-    PenalizeRequest::ROUTE,
-    ObserveRequest::ROUTE,
-    ChargeRequest::ROUTE,
-];
 
 /// `GET` this prefix plus a percent-encoded bucket id: the bucket's live
 /// state (its owner is that bucket).

@@ -8,24 +8,24 @@ use crate::error::ErrorCode;
 use crate::sim::{SimRuntime, T0};
 use crate::time::Clock;
 
-/// Spawns `work` on the simulation and returns a handle to its result.
-fn spawn<T: 'static>(
-    rt: &SimRuntime,
-    work: impl Future<Output = T> + 'static,
-) -> Rc<RefCell<Option<T>>> {
-    let out = Rc::new(RefCell::new(None));
-    let slot = out.clone();
-    rt.spawn(Box::pin(async move {
-        *slot.borrow_mut() = Some(work.await);
-    }));
-    out
+/// A one-slot `Slots` whose slot is held, on a simulation at `T0`.
+fn one_slot_held() -> (SimRuntime, Slots, SlotPermit) {
+    let rt = SimRuntime::new(T0);
+    let slots = Slots::new(1);
+    let s = slots.clone();
+    let held = rt.block_on(async move { s.acquire(None).await.unwrap() });
+    (rt, slots, held)
 }
 
-fn block_on<T: 'static>(rt: &SimRuntime, work: impl Future<Output = T> + 'static) -> T {
-    let out = spawn(rt, work);
-    rt.run_to_completion();
-    let result = out.borrow_mut().take();
-    result.expect("the work finished")
+/// A waiter for a slot that `signal` may abort; its outcome once it ends.
+fn waiter(rt: &SimRuntime, slots: &Slots, signal: &AbortSignal) -> Rc<RefCell<Option<Result<()>>>> {
+    let (slots, signal) = (slots.clone(), signal.clone());
+    rt.spawn_output(async move { slots.acquire(Some(&signal)).await.map(|_| ()) })
+}
+
+fn assert_aborted(outcome: &RefCell<Option<Result<()>>>) {
+    let outcome = outcome.borrow_mut().take().expect("the waiter ended");
+    assert_eq!(outcome.unwrap_err().code, ErrorCode::Aborted);
 }
 
 #[test]
@@ -35,7 +35,7 @@ fn slots_are_granted_in_the_order_they_were_asked_for() {
     let order = Rc::new(RefCell::new(Vec::new()));
     for i in 0..5 {
         let (slots, order, rt2) = (slots.clone(), order.clone(), rt.clone());
-        spawn(&rt, async move {
+        rt.spawn_output(async move {
             let _slot = slots.acquire(None).await.unwrap();
             order.borrow_mut().push(i);
             rt2.sleep(10).await;
@@ -51,11 +51,11 @@ fn slots_are_granted_in_the_order_they_were_asked_for() {
 fn a_freed_slot_goes_to_the_longest_waiter_not_to_a_newcomer() {
     let rt = SimRuntime::new(T0);
     let slots = Slots::new(1);
-    let held = block_on(&rt, {
+    let held = rt.block_on({
         let slots = slots.clone();
         async move { slots.acquire(None).await.unwrap() }
     });
-    let first = spawn(&rt, {
+    let first = rt.spawn_output({
         let slots = slots.clone();
         async move { slots.acquire(None).await.map(|_| "first") }
     });
@@ -63,7 +63,7 @@ fn a_freed_slot_goes_to_the_longest_waiter_not_to_a_newcomer() {
     assert_eq!(slots.waiting(), 1);
     drop(held);
     assert_eq!(slots.available(), 0, "handed to the waiter, not freed");
-    let newcomer = spawn(&rt, {
+    let newcomer = rt.spawn_output({
         let slots = slots.clone();
         async move { slots.acquire(None).await.map(|_| "newcomer") }
     });
@@ -77,7 +77,7 @@ fn a_slot_permit_is_released_on_drop_and_release_is_idempotent() {
     let rt = SimRuntime::new(T0);
     let slots = Slots::new(2);
     let s = slots.clone();
-    let (mut a, b) = block_on(&rt, async move {
+    let (mut a, b) = rt.block_on(async move {
         (
             s.acquire(None).await.unwrap(),
             s.acquire(None).await.unwrap(),
@@ -95,16 +95,10 @@ fn a_slot_permit_is_released_on_drop_and_release_is_idempotent() {
 
 #[test]
 fn an_aborted_waiter_leaves_the_queue_even_if_granted_in_the_same_instant() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(1);
-    let s = slots.clone();
-    let held = block_on(&rt, async move { s.acquire(None).await.unwrap() });
+    let (rt, slots, held) = one_slot_held();
     let signal = AbortSignal::new();
-    let aborted = spawn(&rt, {
-        let (slots, signal) = (slots.clone(), signal.clone());
-        async move { slots.acquire(Some(&signal)).await.map(|_| ()) }
-    });
-    let next = spawn(&rt, {
+    let aborted = waiter(&rt, &slots, &signal);
+    let next = rt.spawn_output({
         let (slots, rt2) = (slots.clone(), rt.clone());
         async move {
             let _slot = slots.acquire(None).await.unwrap();
@@ -117,10 +111,7 @@ fn an_aborted_waiter_leaves_the_queue_even_if_granted_in_the_same_instant() {
     drop(held);
     signal.abort();
     rt.run_until(T0 + 1);
-    assert_eq!(
-        aborted.borrow_mut().take().unwrap().unwrap_err().code,
-        ErrorCode::Aborted
-    );
+    assert_aborted(&aborted);
     assert!(next.borrow().is_none(), "the next waiter holds the slot");
     assert_eq!((slots.available(), slots.waiting()), (0, 0));
     rt.run_to_completion();
@@ -129,22 +120,13 @@ fn an_aborted_waiter_leaves_the_queue_even_if_granted_in_the_same_instant() {
 
 #[test]
 fn an_aborted_waiter_leaves_the_queue_without_a_slot() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(1);
-    let s = slots.clone();
-    let held = block_on(&rt, async move { s.acquire(None).await.unwrap() });
+    let (rt, slots, held) = one_slot_held();
     let signal = AbortSignal::new();
-    let aborted = spawn(&rt, {
-        let (slots, signal) = (slots.clone(), signal.clone());
-        async move { slots.acquire(Some(&signal)).await.map(|_| ()) }
-    });
+    let aborted = waiter(&rt, &slots, &signal);
     rt.run_until(T0);
     signal.abort();
     rt.run_until(T0 + 1);
-    assert_eq!(
-        aborted.borrow_mut().take().unwrap().unwrap_err().code,
-        ErrorCode::Aborted
-    );
+    assert_aborted(&aborted);
     assert_eq!(slots.waiting(), 0);
     drop(held);
     assert_eq!(slots.available(), 1);
@@ -152,11 +134,8 @@ fn an_aborted_waiter_leaves_the_queue_without_a_slot() {
 
 #[test]
 fn a_waiter_on_its_own_timer_is_not_woken_by_the_release_and_takes_its_slot_at_its_next_tick() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(1);
-    let s = slots.clone();
-    let held = block_on(&rt, async move { s.acquire(None).await.unwrap() });
-    let got_at = spawn(&rt, {
+    let (rt, slots, held) = one_slot_held();
+    let got_at = rt.spawn_output({
         let (slots, rt2) = (slots.clone(), rt.clone());
         async move {
             let _slot = slots.acquire_on_own_timer(&rt2, 5, None).await.unwrap();
@@ -164,7 +143,7 @@ fn a_waiter_on_its_own_timer_is_not_woken_by_the_release_and_takes_its_slot_at_i
         }
     });
     let rt2 = rt.clone();
-    spawn(&rt, async move {
+    rt.spawn_output(async move {
         rt2.sleep(2).await;
         drop(held);
     });
@@ -178,12 +157,9 @@ fn a_waiter_on_its_own_timer_is_not_woken_by_the_release_and_takes_its_slot_at_i
 
 #[test]
 fn a_waiter_on_its_own_timer_that_aborts_after_its_grant_passes_the_slot_on() {
-    let rt = SimRuntime::new(T0);
-    let slots = Slots::new(1);
-    let s = slots.clone();
-    let held = block_on(&rt, async move { s.acquire(None).await.unwrap() });
+    let (rt, slots, held) = one_slot_held();
     let signal = AbortSignal::new();
-    let aborted = spawn(&rt, {
+    let aborted = rt.spawn_output({
         let (slots, rt2, signal) = (slots.clone(), rt.clone(), signal.clone());
         async move {
             slots
@@ -192,7 +168,7 @@ fn a_waiter_on_its_own_timer_that_aborts_after_its_grant_passes_the_slot_on() {
                 .map(|_| ())
         }
     });
-    let next = spawn(&rt, {
+    let next = rt.spawn_output({
         let (slots, rt2) = (slots.clone(), rt.clone());
         async move {
             slots
@@ -205,10 +181,7 @@ fn a_waiter_on_its_own_timer_that_aborts_after_its_grant_passes_the_slot_on() {
     drop(held);
     signal.abort();
     rt.run_to_completion();
-    assert_eq!(
-        aborted.borrow_mut().take().unwrap().unwrap_err().code,
-        ErrorCode::Aborted
-    );
+    assert_aborted(&aborted);
     assert_eq!(next.borrow_mut().take().unwrap().unwrap(), T0 + 5);
     assert_eq!((slots.available(), slots.waiting()), (1, 0));
 }

@@ -83,6 +83,27 @@ impl SimRuntime {
         }
     }
 
+    /// Spawns `work` and returns where its output lands once it finishes.
+    pub fn spawn_output<T: 'static>(
+        &self,
+        work: impl Future<Output = T> + 'static,
+    ) -> Rc<RefCell<Option<T>>> {
+        let out = Rc::new(RefCell::new(None));
+        let slot = out.clone();
+        self.spawn(Box::pin(async move {
+            *slot.borrow_mut() = Some(work.await);
+        }));
+        out
+    }
+
+    /// Runs `work` to completion on virtual time and returns its output.
+    pub fn block_on<T: 'static>(&self, work: impl Future<Output = T> + 'static) -> T {
+        let out = self.spawn_output(work);
+        self.run_to_completion();
+        let output = out.borrow_mut().take();
+        output.expect("the work finished")
+    }
+
     pub fn pending_tasks(&self) -> usize {
         self.state.tasks.borrow().len() + self.state.spawned.borrow().len()
     }

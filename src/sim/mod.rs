@@ -11,6 +11,7 @@ mod faulty_port;
 mod fleet;
 mod provider;
 mod report;
+mod requests;
 pub mod scenarios;
 
 pub use executor::SimRuntime;
@@ -19,6 +20,7 @@ pub use faulty_port::{AnswerHook, FaultyPort, Rewrite};
 pub use fleet::{run_fleet, FleetConfig};
 pub use provider::{Answer, Provider, ProviderModel, Reply, RETRY_AFTER_MS};
 pub use report::FleetReport;
+pub use requests::charge_request;
 
 use crate::time::Millis;
 

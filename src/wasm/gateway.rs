@@ -155,16 +155,14 @@ impl JsGatewayCore {
     #[wasm_bindgen(unchecked_return_type = "BucketView | null")]
     pub fn bucket(
         &mut self,
-        #[wasm_bindgen(js_name = bucketId, unchecked_param_type = "string")] bucket_id: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "BucketRef")] bucket: JsValue,
         #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
-        #[wasm_bindgen(js_name = rateScopeToken, unchecked_optional_param_type = "string | null")]
-        token: JsValue,
     ) -> Result<JsValue, JsValue> {
-        let bucket_id = string(&bucket_id, "bucketId", limits::MAX_ID_BYTES)?;
+        let o = ObjectArg::new(&bucket, "bucket")?;
+        o.only(&["bucketId", "rateScopeToken"])?;
+        let bucket_id = o.string("bucketId", limits::MAX_ID_BYTES)?;
+        let token = o.opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?;
         let now = time(&now_ms, "nowMs")?;
-        let token = (!token.is_undefined() && !token.is_null())
-            .then(|| string(&token, "token", limits::MAX_TOKEN_BYTES))
-            .transpose()?;
         match self.core.bucket(&bucket_id, token.as_deref(), now)? {
             Some(view) => to_js(&view),
             None => Ok(JsValue::NULL),
@@ -315,48 +313,49 @@ fn respond<T: Serialize>(result: Result<T, Error>) -> Result<JsValue, JsValue> {
     to_js(&result?)
 }
 
+/// A token for the rate calls on the bucket `bucketId`, for a gateway with
+/// `secret`; it must expire at most 7 days after it is used.
 #[wasm_bindgen(js_name = mintRateScopeToken)]
 pub fn mint_rate_scope_token(
-    #[wasm_bindgen(unchecked_param_type = "string")] secret: JsValue,
-    #[wasm_bindgen(js_name = bucketId, unchecked_param_type = "string")] bucket_id: JsValue,
-    #[wasm_bindgen(js_name = expiresAtMs, unchecked_param_type = "number")] expires_at_ms: JsValue,
+    #[wasm_bindgen(
+        unchecked_param_type = "{ secret: string; bucketId: string; expiresAtMs: number }"
+    )]
+    input: JsValue,
 ) -> Result<String, JsValue> {
-    mint(
-        gateway::mint_rate_scope_token,
-        &secret,
-        (&bucket_id, "bucketId"),
-        &expires_at_ms,
-    )
+    mint(gateway::mint_rate_scope_token, &input, "bucketId")
 }
 
 /// A token for the budget charges of the run `rootRunId`, for a gateway
 /// with `secret`; it must expire at most 7 days after it is used.
 #[wasm_bindgen(js_name = mintRunScopeToken)]
 pub fn mint_run_scope_token(
-    #[wasm_bindgen(unchecked_param_type = "string")] secret: JsValue,
-    #[wasm_bindgen(js_name = rootRunId, unchecked_param_type = "string")] root_run_id: JsValue,
-    #[wasm_bindgen(js_name = expiresAtMs, unchecked_param_type = "number")] expires_at_ms: JsValue,
+    #[wasm_bindgen(
+        unchecked_param_type = "{ secret: string; rootRunId: string; expiresAtMs: number }"
+    )]
+    input: JsValue,
 ) -> Result<String, JsValue> {
-    mint(
-        gateway::mint_run_scope_token,
-        &secret,
-        (&root_run_id, "rootRunId"),
-        &expires_at_ms,
-    )
+    mint(gateway::mint_run_scope_token, &input, "rootRunId")
 }
 
-/// Reads a token's arguments as hostile JS values, then mints it.
+/// Reads a token's fields (`secret`, the `id_name` field, `expiresAtMs`)
+/// as hostile JS values, then mints it. Named fields, not three positional
+/// arguments: a secret and an id swapped would mint a token for the wrong
+/// scope without a word.
 fn mint(
     minter: fn(&[u8], &str, u64) -> String,
-    secret: &JsValue,
-    (id, id_name): (&JsValue, &str),
-    expires_at_ms: &JsValue,
+    input: &JsValue,
+    id_name: &str,
 ) -> Result<String, JsValue> {
-    let secret = string(secret, "secret", limits::MAX_TOKEN_BYTES)?;
-    let id = string(id, id_name, limits::MAX_ID_BYTES)?;
+    let o = ObjectArg::new(input, "input")?;
+    o.only(&["secret", id_name, "expiresAtMs"])?;
+    let secret = o.string("secret", limits::MAX_TOKEN_BYTES)?;
+    let id = o.string(id_name, limits::MAX_ID_BYTES)?;
+    let expires = o
+        .get("expiresAtMs")?
+        .ok_or_else(|| Error::invalid("input.expiresAtMs is required (ms since the epoch)"))?;
     Ok(minter(
         secret.as_bytes(),
         &id,
-        time(expires_at_ms, "expiresAtMs")?,
+        time(&expires, "input.expiresAtMs")?,
     ))
 }

@@ -9,7 +9,7 @@ use super::error::budget_kind;
 use super::js::{promise, rejected, to_js};
 use super::leases::{JsToolLease, JsWorkLease};
 use super::rate_input::header_of;
-use super::reader::{integer, settle, string, ObjectArg};
+use super::reader::{settle, ObjectArg};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use crate::error::{Error, Result};
 use crate::governor::{CallError, CallOptions, Governor, ProviderResponse, QuotaHeaders};
@@ -20,18 +20,19 @@ const TS_GOVERNOR: &'static str = r#"
 export interface ForkChildInput { childPlayName: string; childRunId: string }
 /** What a provider call answers: a `Response`, or anything with a `status` and `headers.get`. */
 export interface ProviderAnswer { status: number; headers?: { get(name: string): string | null } }
-export interface CallToolOptions { retrySafe?: boolean; maxAttempts?: number; signal?: AbortSignal }
+/** `callTool`'s options: the tool the call goes to, then how it is retried and cancelled. */
+export interface CallToolOptions { toolId: string; retrySafe?: boolean; maxAttempts?: number; signal?: AbortSignal }
 export interface Governor {
   /**
    * One governed provider call: `call(attempt)` makes it and returns (a promise of) a `Response`
    * or any `ProviderAnswer`. 429s are reported and retried; 5xx and transport failures only for a
    * `retrySafe` call. Resolves with the last answer, typed as `call` returns it; a transport
-   * failure rejects with what `call` threw.
+   * failure rejects with what `call` threw. The function to run comes first and the named fields
+   * after it, as in a limiter's `schedule(fn, options)`.
    */
   callTool<T extends ProviderAnswer>(
-    toolId: string,
     call: (attempt: number) => Promise<T> | T,
-    options?: CallToolOptions,
+    options: CallToolOptions,
   ): Promise<T>;
 }
 "#;
@@ -49,18 +50,26 @@ impl JsGovernor {
     }
 }
 
-/// Reads `{ signal? }` (and, for `callTool`, its other `known` options):
-/// a signal that is not an `AbortSignal` is refused before anything waits.
-fn signal_of(options: &JsValue, known: &[&str]) -> Result<Option<JsAbortSignal>> {
+/// Reads `{ signal? }`: a signal that is not an `AbortSignal` is refused
+/// before anything waits.
+fn signal_of(options: &JsValue) -> Result<Option<JsAbortSignal>> {
     let Some(o) = ObjectArg::optional(options, "options")? else {
         return Ok(None);
     };
-    o.only(known)?;
+    o.only(&["signal"])?;
     JsAbortSignal::read(o.get("signal")?, "options.signal")
 }
 
-fn tool_arg(tool_id: &JsValue) -> Result<String> {
-    string(tool_id, "toolId", MAX_ID_BYTES)
+/// A method's one object of named fields. Passing the tool id or budget
+/// kind by itself (the TypeScript runtime's positional shape) is refused
+/// with the shape to use instead.
+fn input_of(value: &JsValue, shape: &str) -> Result<ObjectArg> {
+    if value.is_string() {
+        return Err(Error::invalid(format!(
+            "input must be an object {shape}, got a string: every governor method takes its fields by name"
+        )));
+    }
+    ObjectArg::new(value, "input")
 }
 
 /// A provider's answer: `status` must be an HTTP status (a missing one
@@ -87,13 +96,21 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = acquireToolSlot, unchecked_return_type = "Promise<ToolLease>")]
     pub fn acquire_tool_slot(
         &self,
-        #[wasm_bindgen(js_name = toolId, unchecked_param_type = "string")] tool_id: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "{ signal?: AbortSignal }")]
-        options: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "{ toolId: string; signal?: AbortSignal }")]
+        input: JsValue,
     ) -> Promise {
-        let (tool_id, signal) = match (tool_arg(&tool_id), signal_of(&options, &["signal"])) {
-            (Ok(tool_id), Ok(signal)) => (tool_id, signal),
-            (Err(e), _) | (_, Err(e)) => return rejected(e),
+        let read = || -> Result<_> {
+            let o = input_of(&input, "{ toolId, signal? }")?;
+            o.only(&["toolId", "signal"])?;
+            let tool_id = o.string("toolId", MAX_ID_BYTES)?;
+            Ok((
+                tool_id,
+                JsAbortSignal::read(o.get("signal")?, "input.signal")?,
+            ))
+        };
+        let (tool_id, signal) = match read() {
+            Ok(read) => read,
+            Err(e) => return rejected(e),
         };
         let (g, runtime) = (self.inner.clone(), self.runtime.clone());
         promise(async move {
@@ -109,7 +126,7 @@ impl JsGovernor {
         #[wasm_bindgen(unchecked_optional_param_type = "{ signal?: AbortSignal }")]
         options: JsValue,
     ) -> Promise {
-        let signal = match signal_of(&options, &["signal"]) {
+        let signal = match signal_of(&options) {
             Ok(signal) => signal,
             Err(e) => return rejected(e),
         };
@@ -124,19 +141,17 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = chargeBudget, unchecked_return_type = "Promise<void>")]
     pub fn charge_budget(
         &self,
-        #[wasm_bindgen(unchecked_param_type = "BudgetKind")] kind: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "number")] amount: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "{ kind: BudgetKind; amount?: number }")]
+        input: JsValue,
     ) -> Promise {
         let g = self.inner.clone();
         promise(async move {
-            let kind = budget_kind(&string(&kind, "kind", 32)?)?;
+            let o = input_of(&input, "{ kind, amount? }")?;
+            o.only(&["kind", "amount"])?;
+            let kind = budget_kind(&o.string("kind", 32)?)?;
             // Zero is nothing to charge, as in the TypeScript runtime; a
             // negative amount would un-spend a budget, so it is refused.
-            let amount = if amount.is_undefined() {
-                1
-            } else {
-                integer(&amount, "amount", u32::MAX.into())?
-            };
+            let amount = o.opt_integer("amount", u32::MAX.into())?.unwrap_or(1);
             g.charge_budget(kind, amount).await?;
             Ok(JsValue::UNDEFINED)
         })
@@ -175,37 +190,37 @@ impl JsGovernor {
         to_js(&self.inner.snapshot())
     }
 
-    /// A provider's 429 seen outside `callTool`: its `Retry-After` (ms)
-    /// cools the bucket the tool's calls go to.
+    /// A provider's 429 seen outside `callTool`: the cooldown it asked for
+    /// (its `Retry-After`, in ms) goes to the bucket the tool's calls go to.
     #[wasm_bindgen(js_name = reportProviderBackpressure, unchecked_return_type = "Promise<void>")]
     pub fn report_provider_backpressure(
         &self,
         #[wasm_bindgen(
-            unchecked_param_type = "{ provider: string; toolId?: string; retryAfterMs: number }"
+            unchecked_param_type = "{ provider: string; toolId?: string; cooldownMs: number }"
         )]
         input: JsValue,
     ) -> Promise {
         let read = || -> Result<_> {
-            let o = ObjectArg::new(&input, "input")?;
-            o.only(&["provider", "toolId", "retryAfterMs"])?;
+            let o = input_of(&input, "{ provider, toolId?, cooldownMs }")?;
+            o.only(&["provider", "toolId", "cooldownMs"])?;
             // Rounded up: a wait the provider asked for is never cut short.
-            let retry_after = o
-                .opt_duration("retryAfterMs")?
-                .ok_or_else(|| Error::invalid("input.retryAfterMs is required (ms)"))?
+            let cooldown = o
+                .opt_duration("cooldownMs")?
+                .ok_or_else(|| Error::invalid("input.cooldownMs is required (ms)"))?
                 .ceil() as u64;
             Ok((
                 o.string("provider", MAX_ID_BYTES)?,
                 o.opt_string("toolId", MAX_ID_BYTES)?,
-                retry_after,
+                cooldown,
             ))
         };
-        let (provider, tool, retry_after) = match read() {
+        let (provider, tool, cooldown) = match read() {
             Ok(read) => read,
             Err(e) => return rejected(e),
         };
         let g = self.inner.clone();
         promise(async move {
-            g.report_provider_backpressure(&provider, tool.as_deref(), retry_after)
+            g.report_provider_backpressure(&provider, tool.as_deref(), cooldown)
                 .await?;
             Ok(JsValue::UNDEFINED)
         })
@@ -219,7 +234,7 @@ impl JsGovernor {
         )]
         input: JsValue,
     ) -> std::result::Result<(), JsValue> {
-        let o = ObjectArg::new(&input, "input")?;
+        let o = input_of(&input, "{ provider, toolId?, latencyMs? }")?;
         o.only(&["provider", "toolId", "latencyMs"])?;
         let provider = o.string("provider", MAX_ID_BYTES)?;
         let tool = o.opt_string("toolId", MAX_ID_BYTES)?;
@@ -235,7 +250,7 @@ impl JsGovernor {
         #[wasm_bindgen(unchecked_param_type = "{ toolId: string; latencyMs?: number | null }")]
         input: JsValue,
     ) -> std::result::Result<(), JsValue> {
-        let o = ObjectArg::new(&input, "input")?;
+        let o = input_of(&input, "{ toolId, latencyMs? }")?;
         o.only(&["toolId", "latencyMs"])?;
         let tool = o.string("toolId", MAX_ID_BYTES)?;
         self.inner
@@ -246,13 +261,17 @@ impl JsGovernor {
     #[wasm_bindgen(js_name = suggestedParallelism, unchecked_return_type = "Promise<number>")]
     pub fn suggested_parallelism(
         &self,
-        #[wasm_bindgen(js_name = toolId, unchecked_param_type = "string")] tool_id: JsValue,
-        #[wasm_bindgen(unchecked_param_type = "number")] fallback: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "{ toolId: string; fallback: number }")]
+        input: JsValue,
     ) -> Promise {
         let g = self.inner.clone();
         promise(async move {
-            let tool_id = tool_arg(&tool_id)?;
-            let fallback = integer(&fallback, "fallback", u32::MAX.into())?;
+            let o = input_of(&input, "{ toolId, fallback }")?;
+            o.only(&["toolId", "fallback"])?;
+            let tool_id = o.string("toolId", MAX_ID_BYTES)?;
+            let fallback = o
+                .opt_integer("fallback", u32::MAX.into())?
+                .ok_or_else(|| Error::invalid("input.fallback is required (a count)"))?;
             let n = g.suggested_parallelism(&tool_id, fallback as usize).await?;
             Ok(JsValue::from_f64(n as f64))
         })
@@ -281,22 +300,21 @@ impl JsGovernor {
 
     /// Typed by the `Governor` interface above (generic over the answer).
     #[wasm_bindgen(js_name = callTool, skip_typescript)]
-    pub fn call_tool(&self, tool_id: JsValue, call: JsValue, options: JsValue) -> Promise {
+    pub fn call_tool(&self, call: JsValue, options: JsValue) -> Promise {
         let read = || -> Result<_> {
-            let tool_id = tool_arg(&tool_id)?;
             if !call.is_function() {
                 return Err(Error::invalid(
-                    "call must be a function (attempt) => Response",
+                    "call must be a function (attempt) => Response; callTool takes (call, { toolId, retrySafe?, maxAttempts?, signal? })",
                 ));
             }
-            let known = ["retrySafe", "maxAttempts", "signal"];
-            let signal = signal_of(&options, &known)?;
-            let o = ObjectArg::optional(&options, "options")?;
-            let (retry_safe, max_attempts) = match &o {
-                Some(o) => (o.opt_bool("retrySafe")?, o.opt_integer("maxAttempts", 100)?),
-                None => (None, None),
-            };
-            Ok((tool_id, signal, retry_safe, max_attempts))
+            let o = ObjectArg::new(&options, "options")?;
+            o.only(&["toolId", "retrySafe", "maxAttempts", "signal"])?;
+            Ok((
+                o.string("toolId", MAX_ID_BYTES)?,
+                JsAbortSignal::read(o.get("signal")?, "options.signal")?,
+                o.opt_bool("retrySafe")?,
+                o.opt_integer("maxAttempts", 100)?,
+            ))
         };
         let (tool_id, signal, retry_safe, max_attempts) = match read() {
             Ok(read) => read,

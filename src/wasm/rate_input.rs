@@ -49,7 +49,7 @@ export interface AcquireInput extends BucketRef {
   signal?: AbortSignal;
 }
 export interface PenalizeInput extends BucketRef {
-  /** How long the bucket sits out (a provider's Retry-After, in ms). */
+  /** The wait the provider's 429 asked for (its Retry-After, in ms); the gateway decides how long the bucket sits out (`cooldownUntilMs`). */
   cooldownMs: number;
 }
 export interface ObserveHeadersInput extends BucketRef {

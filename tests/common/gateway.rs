@@ -1,9 +1,7 @@
 //! Builders for gateway requests and a checker for the window invariant.
 
 use paceline::gateway::{handle, GatewayCore};
-use paceline::protocol::{
-    AcquireRequest, BudgetCharge, ChargeRequest, PacingRule, PenalizeRequest, ReleaseRequest,
-};
+use paceline::protocol::{AcquireRequest, PacingRule, PenalizeRequest, ReleaseRequest};
 
 pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireRequest {
     AcquireRequest {
@@ -45,26 +43,8 @@ pub fn penalize(bucket: &str, cooldown_ms: u64) -> PenalizeRequest {
 }
 
 /// A charge request from `(key, amount, limit)` triples.
-pub fn charge(
-    run: &str,
-    id: &str,
-    token: Option<String>,
-    charges: &[(&str, u64, u64)],
-) -> ChargeRequest {
-    ChargeRequest {
-        root_run_id: run.into(),
-        reservation_id: id.into(),
-        run_scope_token: token,
-        charges: charges
-            .iter()
-            .map(|(key, amount, limit)| BudgetCharge {
-                key: (*key).into(),
-                amount: *amount,
-                limit: *limit,
-            })
-            .collect(),
-    }
-}
+#[allow(unused_imports)]
+pub use paceline::sim::charge_request as charge;
 
 /// POSTs `body` through the gateway's HTTP face: `(status, body)`.
 pub fn post(g: &mut GatewayCore, path: &str, body: &str, now_ms: u64) -> (u16, String) {

@@ -14,13 +14,7 @@ pub fn spawn<T: 'static>(
     rt: &SimRuntime,
     work: impl std::future::Future<Output = T> + 'static,
 ) -> Rc<RefCell<Option<T>>> {
-    use paceline::rt::Runtime;
-    let out = Rc::new(RefCell::new(None));
-    let slot = out.clone();
-    rt.spawn(Box::pin(async move {
-        *slot.borrow_mut() = Some(work.await);
-    }));
-    out
+    rt.spawn_output(work)
 }
 
 /// Runs `work` to completion on virtual time.
@@ -28,8 +22,5 @@ pub fn block_on<T: 'static>(
     rt: &SimRuntime,
     work: impl std::future::Future<Output = T> + 'static,
 ) -> T {
-    let out = spawn(rt, work);
-    rt.run_to_completion();
-    let result = out.borrow_mut().take();
-    result.expect("the work finished")
+    rt.block_on(work)
 }

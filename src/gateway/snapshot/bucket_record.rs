@@ -1,15 +1,16 @@
-//! A bucket's record in a snapshot.
+//! A bucket's record in a snapshot: its rules, timelines, leases and
+//! clocks, with its adaptive rate, quota and throughput counts in the
+//! records of their own types.
 
-use std::collections::VecDeque;
-
+use super::adaptive_record::{read_adaptive, read_adaptive_v1, write_adaptive};
 use super::codec::{Reader, Writer};
+use super::quota_record::{read_quota, write_quota};
+use super::throughput_record::{read_throughput, write_throughput};
 use crate::error::{Error, Result};
-use crate::gateway::adaptive::{AdaptiveRate, Curve, Pause};
 use crate::gateway::bucket::Bucket;
 use crate::gateway::concurrency::ConcurrencyLimits;
 use crate::gateway::leases::{LeaseId, LeaseTable};
-use crate::gateway::leash::Leash;
-use crate::gateway::quota::{Quota, QuotaWindow};
+use crate::gateway::quota::Quota;
 use crate::gateway::recent::RecentPermits;
 use crate::gateway::throughput::Throughput;
 use crate::gateway::timeline::Timeline;
@@ -30,13 +31,7 @@ pub(super) fn write_bucket(w: &mut Writer, b: &Bucket) {
         w.uint(t.tat);
         w.opt_uint(t.retire_at);
     }
-    match &b.adaptive {
-        None => w.0.push(0),
-        Some(a) => {
-            w.0.push(1);
-            write_adaptive(w, a);
-        }
-    }
+    w.opt(b.adaptive.as_ref(), write_adaptive);
     w.uint(b.adaptive_tat);
     w.uint(b.cooldown_until);
     w.0.push(u8::from(b.pending_cut));
@@ -61,13 +56,7 @@ pub(super) fn write_bucket(w: &mut Writer, b: &Bucket) {
         w.uint(at);
         w.uint(n);
     }
-    for slots in [&b.throughput.granted, &b.throughput.refused] {
-        w.uint(slots.len() as u64);
-        for &(slot, n) in slots {
-            w.uint(slot);
-            w.uint(u64::from(n));
-        }
-    }
+    write_throughput(w, &b.throughput);
 }
 
 /// Reads a bucket record of format `version`: version 1 had 64-bit lease
@@ -90,11 +79,10 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
         t.retire_at = r.opt_uint()?;
         timelines.push(t);
     }
-    let adaptive = match r.byte()? {
-        0 => None,
-        _ if version == 1 => Some(read_adaptive_v1(r)?),
-        _ => Some(read_adaptive(r, version)?),
-    };
+    let adaptive = r.opt(|r| match version {
+        1 => read_adaptive_v1(r),
+        _ => read_adaptive(r, version),
+    })?;
     let adaptive_tat = r.uint()?;
     let cooldown_until = r.uint()?;
     let pending_cut = r.byte()? != 0;
@@ -168,178 +156,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     // Before version 3 no counts were kept for a cut to read: the next
     // cuts go by their factors until the counts fill again.
     if version >= 3 {
-        bucket.throughput = Throughput {
-            granted: read_slots(r)?,
-            refused: read_slots(r)?,
-        };
+        bucket.throughput = read_throughput(r)?;
     }
     Ok(bucket)
-}
-
-fn write_adaptive(w: &mut Writer, a: &AdaptiveRate) {
-    w.f64(a.cap);
-    w.opt_f64(a.stated);
-    match &a.curve {
-        None => w.0.push(0),
-        Some(c) => {
-            w.0.push(1);
-            w.f64(c.w_max);
-            w.f64(c.k);
-            w.f64(c.c);
-            w.uint(c.elapsed_us);
-        }
-    }
-    w.opt_f64(a.memory);
-    w.uint(a.trust_us);
-    w.uint(a.credited_until);
-    match &a.pause {
-        None => w.0.push(0),
-        Some(p) => {
-            w.0.push(1);
-            w.uint(p.probe_every_us);
-            w.opt_uint(p.probe_at);
-        }
-    }
-    w.0.push(u8::from(a.resumed));
-    w.f64(a.granted);
-    w.f64(a.refused);
-    w.uint(a.counted_at);
-    w.uint(a.event_until);
-    let leash = &a.leash;
-    w.f64(leash.accepted);
-    w.opt_uint(leash.trial.map(|(at, _)| at));
-    if let Some((_, rate)) = leash.trial {
-        w.f64(rate);
-    }
-    w.uint(u64::from(leash.steps));
-    w.f64(leash.refused);
-}
-
-/// A count kept in 32 bits: a larger one is no state this build wrote.
-fn small(n: u64) -> Result<u32> {
-    u32::try_from(n).map_err(|_| Error::invalid(format!("snapshot count {n} is out of range")))
-}
-
-fn read_slots(r: &mut Reader) -> Result<VecDeque<(u64, u32)>> {
-    let mut slots = VecDeque::new();
-    for _ in 0..r.len()? {
-        let slot = r.uint()?;
-        let n = small(r.uint()?)?;
-        slots.push_back((slot, n));
-    }
-    Ok(slots)
-}
-
-fn read_adaptive(r: &mut Reader, version: u8) -> Result<AdaptiveRate> {
-    let mut a = AdaptiveRate {
-        cap: r.f64()?,
-        stated: r.opt_f64()?,
-        curve: match r.byte()? {
-            0 => None,
-            _ => Some(Curve {
-                w_max: r.f64()?,
-                k: r.f64()?,
-                c: r.f64()?,
-                elapsed_us: r.uint()?,
-            }),
-        },
-        memory: r.opt_f64()?,
-        trust_us: r.uint()?,
-        credited_until: r.uint()?,
-        pause: match r.byte()? {
-            0 => None,
-            _ => Some(Pause {
-                probe_every_us: r.uint()?,
-                probe_at: r.opt_uint()?,
-            }),
-        },
-        resumed: r.byte()? != 0,
-        granted: r.f64()?,
-        refused: r.f64()?,
-        counted_at: r.uint()?,
-        event_until: r.uint()?,
-        leash: Leash::default(),
-    };
-    // Before version 3 the leash was not kept: it is slack until the next
-    // cut sets it.
-    if version >= 3 {
-        a.leash.accepted = r.f64()?;
-        if let Some(at) = r.opt_uint()? {
-            a.leash.trial = Some((at, r.f64()?));
-        }
-        a.leash.steps = small(r.uint()?)?;
-        a.leash.refused = r.f64()?;
-    }
-    Ok(a)
-}
-
-/// Version 1's rate, a curve over successes: its cap, plateau, successes to
-/// the plateau, steepness and successes so far. It is read as the rate it
-/// stood at, held there (never above what version 1 allowed).
-fn read_adaptive_v1(r: &mut Reader) -> Result<AdaptiveRate> {
-    let (cap, w_max, k, c, successes) = (r.f64()?, r.f64()?, r.f64()?, r.f64()?, r.uint()?);
-    let below_plateau = (successes as f64) < k;
-    let s = successes as f64 - k;
-    let rate = if below_plateau {
-        w_max + c * s * s * s
-    } else {
-        w_max
-    };
-    Ok(AdaptiveRate::holding_at(cap, rate))
-}
-
-/// The grant log is written as differences from the previous time (it is
-/// kept in grant order, mostly rising), each as a sign byte and a size.
-fn write_quota(w: &mut Writer, q: &Quota) {
-    match &q.log {
-        None => w.0.push(0),
-        Some(log) => {
-            w.0.push(1);
-            w.uint(q.complete_from);
-            w.uint(log.len() as u64);
-            let mut prev = q.complete_from;
-            for &t in log {
-                w.0.push(u8::from(t < prev));
-                w.uint(t.abs_diff(prev));
-                prev = t;
-            }
-        }
-    }
-    match &q.window {
-        None => w.0.push(0),
-        Some(win) => {
-            w.0.push(1);
-            w.uint(win.observed_at);
-            w.uint(win.reset_at);
-            w.uint(win.allowance);
-        }
-    }
-}
-
-fn read_quota(r: &mut Reader) -> Result<Quota> {
-    let mut q = Quota::default();
-    if r.byte()? != 0 {
-        q.complete_from = r.uint()?;
-        let mut log = VecDeque::new();
-        let mut prev = q.complete_from;
-        for _ in 0..r.len()? {
-            let below = r.byte()? != 0;
-            let d = r.uint()?;
-            prev = if below {
-                prev.saturating_sub(d)
-            } else {
-                prev.saturating_add(d)
-            };
-            log.push_back(prev);
-        }
-        q.log = Some(log);
-    }
-    if r.byte()? != 0 {
-        q.window = Some(QuotaWindow {
-            observed_at: r.uint()?,
-            reset_at: r.uint()?,
-            allowance: r.uint()?,
-        });
-    }
-    Ok(q)
 }

@@ -24,14 +24,20 @@ impl Writer {
         self.0.extend_from_slice(s.as_bytes());
     }
 
-    pub fn opt_uint(&mut self, n: Option<u64>) {
-        match n {
+    /// A flag byte, then `write` for `Some`: every optional part of a
+    /// record is written this way.
+    pub fn opt<T>(&mut self, value: Option<T>, write: impl FnOnce(&mut Self, T)) {
+        match value {
             None => self.0.push(0),
-            Some(n) => {
+            Some(value) => {
                 self.0.push(1);
-                self.uint(n);
+                write(self, value);
             }
         }
+    }
+
+    pub fn opt_uint(&mut self, n: Option<u64>) {
+        self.opt(n, Self::uint);
     }
 
     pub fn bytes(&mut self, b: &[u8]) {
@@ -39,13 +45,7 @@ impl Writer {
     }
 
     pub fn opt_f64(&mut self, f: Option<f64>) {
-        match f {
-            None => self.0.push(0),
-            Some(f) => {
-                self.0.push(1);
-                self.f64(f);
-            }
-        }
+        self.opt(f, Self::f64);
     }
 }
 
@@ -106,6 +106,12 @@ impl Reader<'_> {
         Ok(n)
     }
 
+    /// A count kept in 32 bits: a larger one is no state this build wrote.
+    pub fn small(&mut self) -> Result<u32> {
+        let n = self.uint()?;
+        u32::try_from(n).map_err(|_| Error::invalid(format!("snapshot count {n} is out of range")))
+    }
+
     pub fn array<const N: usize>(&mut self) -> Result<[u8; N]> {
         Ok(self.take(N)?.try_into().expect("N bytes"))
     }
@@ -135,17 +141,19 @@ impl Reader<'_> {
             .map_err(|_| Error::invalid(format!("snapshot has invalid UTF-8 at byte {at}")))
     }
 
-    pub fn opt_uint(&mut self) -> Result<Option<u64>> {
+    /// What `Writer::opt` wrote: `None` for a zero flag byte, else `read`.
+    pub fn opt<T>(&mut self, read: impl FnOnce(&mut Self) -> Result<T>) -> Result<Option<T>> {
         match self.byte()? {
             0 => Ok(None),
-            _ => self.uint().map(Some),
+            _ => read(self).map(Some),
         }
     }
 
+    pub fn opt_uint(&mut self) -> Result<Option<u64>> {
+        self.opt(Self::uint)
+    }
+
     pub fn opt_f64(&mut self) -> Result<Option<f64>> {
-        match self.byte()? {
-            0 => Ok(None),
-            _ => self.f64().map(Some),
-        }
+        self.opt(Self::f64)
     }
 }

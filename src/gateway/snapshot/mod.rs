@@ -22,9 +22,12 @@
 //! counts for the adaptive rate's cuts and probe leash) and 3 (records
 //! inline) are still read.
 
+mod adaptive_record;
 mod bucket_record;
 mod codec;
 mod ledger_record;
+mod quota_record;
+mod throughput_record;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -151,6 +154,22 @@ fn record_ended(r: &Reader, end: Option<usize>) -> Result<()> {
     }
 }
 
+/// Every record of `map` in key order (so equal states give equal bytes):
+/// the count, then each id and its length-prefixed body.
+fn write_keyed<T>(w: &mut Writer, map: &HashMap<String, T>, body: impl Fn(&str, &T, &mut Writer)) {
+    let mut entries: Vec<_> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    w.uint(entries.len() as u64);
+    let mut record = Writer(Vec::new());
+    for (id, value) in entries {
+        w.str(id);
+        record.0.clear();
+        body(id, value, &mut record);
+        w.uint(record.0.len() as u64);
+        w.bytes(&record.0);
+    }
+}
+
 /// What changed since the host last stored: the records to write again
 /// (or delete, for a bucket or run no longer held).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -199,27 +218,8 @@ impl GatewayCore {
     pub fn snapshot(&self) -> Vec<u8> {
         let mut w = Writer(Vec::with_capacity(256));
         self.meta_body(&mut w);
-        let mut record = Writer(Vec::new());
-        let mut buckets: Vec<_> = self.buckets.iter().collect();
-        buckets.sort_by(|a, b| a.0.cmp(b.0));
-        w.uint(buckets.len() as u64);
-        for (id, bucket) in buckets {
-            w.str(id);
-            record.0.clear();
-            self.bucket_body(id, bucket, &mut record);
-            w.uint(record.0.len() as u64);
-            w.bytes(&record.0);
-        }
-        let mut ledgers: Vec<_> = self.ledgers.iter().collect();
-        ledgers.sort_by(|a, b| a.0.cmp(b.0));
-        w.uint(ledgers.len() as u64);
-        for (id, ledger) in ledgers {
-            w.str(id);
-            record.0.clear();
-            self.run_body(id, ledger, &mut record);
-            w.uint(record.0.len() as u64);
-            w.bytes(&record.0);
-        }
+        write_keyed(&mut w, &self.buckets, |id, b, r| self.bucket_body(id, b, r));
+        write_keyed(&mut w, &self.ledgers, |id, l, r| self.run_body(id, l, r));
         seal(&w.0)
     }
 
@@ -343,16 +343,7 @@ impl GatewayCore {
             counter: r.uint()?,
         };
         let floor = r.uint()?;
-        Ok(GatewayCore {
-            config,
-            buckets: HashMap::new(),
-            ledgers: HashMap::new(),
-            idle_buckets: IdleIndex::default(),
-            idle_runs: IdleIndex::default(),
-            ids,
-            floor,
-            changed: Changed::default(),
-        })
+        Ok(GatewayCore::empty(config, ids, floor))
     }
 
     /// A gateway that continues from `bytes`, with `config` (the secret and

@@ -1,0 +1,35 @@
+//! The counts an adaptive cut reads, in a snapshot: per time slot, the
+//! permits granted and the 429s reported.
+
+use std::collections::VecDeque;
+
+use super::codec::{Reader, Writer};
+use crate::error::Result;
+use crate::gateway::throughput::Throughput;
+
+pub(super) fn write_throughput(w: &mut Writer, t: &Throughput) {
+    for slots in [&t.granted, &t.refused] {
+        w.uint(slots.len() as u64);
+        for &(slot, n) in slots {
+            w.uint(slot);
+            w.uint(u64::from(n));
+        }
+    }
+}
+
+pub(super) fn read_throughput(r: &mut Reader) -> Result<Throughput> {
+    Ok(Throughput {
+        granted: read_slots(r)?,
+        refused: read_slots(r)?,
+    })
+}
+
+fn read_slots(r: &mut Reader) -> Result<VecDeque<(u64, u32)>> {
+    let mut slots = VecDeque::new();
+    for _ in 0..r.len()? {
+        let slot = r.uint()?;
+        let n = r.small()?;
+        slots.push_back((slot, n));
+    }
+    Ok(slots)
+}

@@ -3,7 +3,8 @@
 //! reserved for it on the bucket's one global timeline.
 //!
 //! Its parts: [`block`] (the permits of one refill and which are still
-//! good), [`refill`] (the single-flight request for a block), [`demand`]
+//! good), [`refill`] (the single-flight request for a block), [`landing`]
+//! (what its answer changes), [`demand`]
 //! (how large a block to ask for), [`clock`] (the gateway's clock as seen from here), [`giveback`]
 //! (leases and unused times going back in batches), and [`surplus`]
 //! (noticing permits this isolate will not use while they can still serve
@@ -13,6 +14,7 @@ mod block;
 mod clock;
 mod demand;
 mod giveback;
+mod landing;
 mod lease_pool;
 mod penalty;
 mod permits;

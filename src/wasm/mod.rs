@@ -13,6 +13,7 @@ mod permit;
 mod port;
 pub mod protocol;
 mod rate_input;
+mod rate_input_cache;
 mod rate_state;
 mod reader;
 mod registry;

@@ -167,6 +167,11 @@ extern "C" {
 }
 
 impl JsAbortSignal {
+    /// Whether it has aborted (a checked signal's accessor does not throw).
+    pub fn is_aborted(&self) -> bool {
+        self.aborted().unwrap_or(false)
+    }
+
     /// Reads an optional `signal` argument; anything but an `AbortSignal`
     /// is refused up front, before any wait starts or any permit is taken.
     pub fn read(value: Option<JsValue>, path: &str) -> Result<Option<Self>, Error> {

@@ -65,9 +65,16 @@ impl Block {
         self.rules_key == target.rules_key && self.token == target.token
     }
 
-    /// Takes the earliest permit still good at `now`. Dead ones are moved
-    /// to `dead` (their leases must go back).
-    pub fn draw(&mut self, now: Millis, clock: &ClockSync, dead: &mut Vec<Slot>) -> Option<Drawn> {
+    /// Takes the earliest permit still good at `now`, if it is due by
+    /// `due_by` (a later one stays). Dead ones are moved to `dead` (their
+    /// leases must go back).
+    pub fn draw(
+        &mut self,
+        now: Millis,
+        due_by: Millis,
+        clock: &ClockSync,
+        dead: &mut Vec<Slot>,
+    ) -> Option<Drawn> {
         while let Some(slot) = self.slots.pop_front() {
             let Some(at) = slot.at else {
                 return Some(Drawn {
@@ -81,6 +88,10 @@ impl Block {
             if deadline < now {
                 dead.push(slot);
                 continue;
+            }
+            if due > due_by {
+                self.slots.push_front(slot);
+                return None;
             }
             return Some(Drawn {
                 slot,
@@ -208,16 +219,29 @@ mod tests {
         let clock = ClockSync::default();
         let mut b = block(&[1_000, 1_050, 1_100]);
         let mut dead = Vec::new();
-        let drawn = b.draw(1_056, &clock, &mut dead).unwrap();
+        let drawn = b.draw(1_056, Millis::MAX, &clock, &mut dead).unwrap();
         assert_eq!(drawn.slot.at, Some(1_100), "1 000 and 1 050 have passed");
         assert_eq!(dead.len(), 2);
         let mut b = block(&[1_000]);
-        let drawn = b.draw(1_005, &clock, &mut dead).unwrap();
+        let drawn = b.draw(1_005, Millis::MAX, &clock, &mut dead).unwrap();
         assert_eq!(
             (drawn.due, drawn.deadline),
             (1_000, 1_005),
             "good up to the tolerance"
         );
+    }
+
+    #[test]
+    fn a_draw_limited_to_due_permits_leaves_a_later_one_in_place() {
+        let clock = ClockSync::default();
+        let mut b = block(&[1_000, 1_050]);
+        let mut dead = Vec::new();
+        assert!(b.draw(1_010, 1_010, &clock, &mut dead).is_none());
+        assert_eq!(b.slots.len(), 1, "1 000 is dead and gone; 1 050 stays");
+        assert_eq!(dead.len(), 1);
+        assert_eq!(b.next_due(&clock), Some(1_050));
+        let drawn = b.draw(1_050, 1_050, &clock, &mut dead).unwrap();
+        assert_eq!(drawn.slot.at, Some(1_050));
     }
 
     #[test]

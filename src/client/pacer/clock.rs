@@ -33,8 +33,9 @@ impl ClockSync {
     pub fn sample(&mut self, server_now: Option<Millis>, sent: Millis, received: Millis) {
         let rtt = received.saturating_sub(sent);
         // One slow answer widens the lead at once; it narrows again over
-        // a few answers.
-        self.rtt_ms = rtt.max(self.rtt_ms - self.rtt_ms / 4);
+        // a few answers, down to nothing (a quarter rounded down would
+        // keep a trip of 3 ms or less forever).
+        self.rtt_ms = rtt.max(self.rtt_ms - self.rtt_ms.div_ceil(4));
         let Some(server_now) = server_now else {
             return;
         };
@@ -90,6 +91,18 @@ mod tests {
         // A later slow sample does not move it.
         c.sample(Some(5_050 + 3_000), 3_000, 3_100);
         assert_eq!(c.to_local(7_005), 2_005);
+    }
+
+    #[test]
+    fn a_round_trip_estimate_bug_a_slow_millisecond_kept_the_lead_up_forever() {
+        let mut c = ClockSync::default();
+        c.sample(Some(1_001), 1_000, 1_003);
+        assert_eq!(c.lead_ms(), 3);
+        for t in 0..4 {
+            c.sample(Some(2_000 + t), 2_000 + t, 2_000 + t);
+        }
+        assert_eq!(c.rtt_ms(), 0, "fast answers bring the trip back down");
+        assert_eq!(c.lead_ms(), 0);
     }
 
     #[test]

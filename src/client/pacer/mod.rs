@@ -13,6 +13,7 @@
 mod block;
 mod clock;
 mod demand;
+mod due;
 mod giveback;
 mod landing;
 mod lease_pool;
@@ -45,6 +46,7 @@ pub use quota::{QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS};
 use refill::{Refill, Target};
 
 pub use clock::DEFAULT_LEAD_MS;
+pub use due::NotYet;
 
 /// How often a caller waiting on another caller's refill looks again (see
 /// [`GatewayRateState::acquire`] on why it is not woken instead).
@@ -236,7 +238,7 @@ impl GatewayRateState {
                 }
                 continue;
             }
-            if let Some((due, deadline, permit)) = self.draw(&target) {
+            if let Some((due, deadline, permit)) = self.draw(&target, Millis::MAX) {
                 let wait = due.saturating_sub(self.inner.rt.now_ms());
                 if wait > 0 {
                     let sleep = self.inner.rt.sleep(wait);
@@ -287,8 +289,9 @@ impl GatewayRateState {
     }
 
     /// The earliest good permit cached for the target, with its local due
-    /// time and deadline. Dead permits met on the way give their leases back.
-    fn draw(&self, target: &Target) -> Option<(Millis, Millis, Permit)> {
+    /// time and deadline, if it is due by `due_by`. Dead permits met on the
+    /// way give their leases back.
+    fn draw(&self, target: &Target, due_by: Millis) -> Option<(Millis, Millis, Permit)> {
         let now = self.inner.rt.now_ms();
         let mut dead = Vec::new();
         let mut buckets = self.inner.buckets.borrow_mut();
@@ -310,7 +313,7 @@ impl GatewayRateState {
             return None;
         }
         let block = state.block.as_mut()?;
-        let drawn = block.draw(now, &state.clock, &mut dead);
+        let drawn = block.draw(now, due_by, &state.clock, &mut dead);
         // Only a lease needs the block's scope to go back: a pure-rate
         // permit, the hot path, takes nothing from it.
         let leased = !dead.is_empty() || drawn.as_ref().is_some_and(|d| d.slot.lease.is_some());
@@ -328,6 +331,9 @@ impl GatewayRateState {
             state.draw_rate.draw(now);
         }
         drop(buckets);
+        if drawn.is_some() {
+            self.refill_ahead(target, now);
+        }
         let Some((token, rules)) = scope else {
             let drawn = drawn?;
             return Some((drawn.due, drawn.deadline, Permit::new(None, None)));

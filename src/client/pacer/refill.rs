@@ -51,6 +51,23 @@ impl Refill {
         !self.running && self.error.is_none()
     }
 
+    /// Starts a refill from `now` unless one is running; its generation.
+    pub fn begin_unless_running(&mut self, now: Millis) -> Option<u64> {
+        (!self.running).then(|| self.begin(now))
+    }
+
+    /// The failure of the last refill, when none is on its way. `forget`
+    /// when no caller is waiting to read it, so the next refill starts clean.
+    pub fn failure(&mut self, forget: bool) -> Option<Error> {
+        if self.running {
+            return None;
+        }
+        if forget {
+            return self.error.take().map(|(_, e)| e);
+        }
+        self.error.as_ref().map(|(_, e)| e.clone())
+    }
+
     /// Marks a refill running from `now`; returns its generation.
     fn begin(&mut self, now: Millis) -> u64 {
         self.running = true;
@@ -160,7 +177,37 @@ impl GatewayRateState {
         }
     }
 
-    fn spawn_refill(&self, generation: u64, target: &Target) {
+    /// Starts the bucket's next refill while its block still has permits:
+    /// a round trip and a poll before the isolate will have drawn them all
+    /// (at its recent rate of draws, and no sooner than the last one's
+    /// time), so its callers do not stop at the end of every block to wait
+    /// for the gateway. Not under rules that bound concurrency: a permit
+    /// there holds a slot others may be waiting for.
+    pub(super) fn refill_ahead(&self, target: &Target, now: Millis) {
+        if has_concurrency(&target.rules) {
+            return;
+        }
+        let generation = self.state(&target.bucket_id, |s| {
+            let block = s.block.as_ref().filter(|b| b.serves(target))?;
+            let last_due = block.slots.back()?.at.map(|at| s.clock.to_local(at))?;
+            let rate = s.draw_rate.rate_at(now);
+            let drawn_in = match rate > 0.0 {
+                true => (block.slots.len() as f64 * 1_000.0 / rate) as Millis,
+                false => Millis::MAX,
+            };
+            let runs_out = last_due.max(now.saturating_add(drawn_in));
+            let reach = s.clock.rtt_ms() + REFILL_POLL_MS;
+            if runs_out > now.saturating_add(reach) {
+                return None;
+            }
+            s.refill.begin_unless_running(now)
+        });
+        if let Some(generation) = generation {
+            self.spawn_refill(generation, target);
+        }
+    }
+
+    pub(super) fn spawn_refill(&self, generation: u64, target: &Target) {
         let (this, target) = (self.clone(), target.clone());
         self.inner.rt.spawn(Box::pin(async move {
             this.refill(generation, target).await;

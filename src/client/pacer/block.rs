@@ -33,6 +33,11 @@ pub(super) struct Block {
     pub rules: Vec<PacingRule>,
     pub token: Option<String>,
     pub tolerance_ms: Millis,
+    /// When the block was first granted, and how many permits were drawn
+    /// from it since: the rate its callers draw at now, which a decaying
+    /// average of a demand that just started does not show yet.
+    pub opened_at: Millis,
+    pub drawn: u64,
 }
 
 /// The leases of `slots`, and their times still ahead of `gateway_now`:
@@ -93,6 +98,7 @@ impl Block {
                 self.slots.push_front(slot);
                 return None;
             }
+            self.drawn += 1;
             return Some(Drawn {
                 slot,
                 due,
@@ -142,6 +148,15 @@ impl Block {
             })
             .unwrap_or(self.slots.len());
         self.slots.drain(..alive).collect()
+    }
+
+    /// Permits per second drawn since the block was granted, once a
+    /// millisecond has passed.
+    pub fn draw_rate(&self, now: Millis) -> f64 {
+        match now.saturating_sub(self.opened_at) {
+            0 => 0.0,
+            ms => self.drawn as f64 * 1_000.0 / ms as f64,
+        }
     }
 
     /// The local due time of the earliest permit, if it has one.
@@ -211,6 +226,8 @@ mod tests {
             rules: Vec::new(),
             token: None,
             tolerance_ms: 5,
+            opened_at: 0,
+            drawn: 0,
         }
     }
 

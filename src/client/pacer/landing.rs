@@ -107,6 +107,8 @@ impl GatewayRateState {
                     rules: target.rules.clone(),
                     token: target.token.clone(),
                     tolerance_ms,
+                    opened_at: received,
+                    drawn: 0,
                 });
                 let gateway_now = response.server_now_ms.unwrap_or(0);
                 drop(buckets);

@@ -179,7 +179,8 @@ impl GatewayRateState {
 
     /// Starts the bucket's next refill while its block still has permits:
     /// a round trip and a poll before the isolate will have drawn them all
-    /// (at its recent rate of draws, and no sooner than the last one's
+    /// (at its recent rate of draws or the block's own, whichever is
+    /// faster, and no sooner than the last one's
     /// time), so its callers do not stop at the end of every block to wait
     /// for the gateway. Not under rules that bound concurrency: a permit
     /// there holds a slot others may be waiting for.
@@ -190,7 +191,7 @@ impl GatewayRateState {
         let generation = self.state(&target.bucket_id, |s| {
             let block = s.block.as_ref().filter(|b| b.serves(target))?;
             let last_due = block.slots.back()?.at.map(|at| s.clock.to_local(at))?;
-            let rate = s.draw_rate.rate_at(now);
+            let rate = s.draw_rate.rate_at(now).max(block.draw_rate(now));
             let drawn_in = match rate > 0.0 {
                 true => (block.slots.len() as f64 * 1_000.0 / rate) as Millis,
                 false => Millis::MAX,

@@ -18,6 +18,7 @@ mod rate_state;
 mod reader;
 mod registry;
 mod runtime;
+mod timers;
 
 pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;

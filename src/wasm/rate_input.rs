@@ -95,7 +95,6 @@ pub(crate) fn pacer_options(options: &JsValue) -> Result<(PacerOptions, Option<F
 }
 
 /// A bucket and its scope token, as every rate-state method names them.
-#[derive(Clone)]
 pub(crate) struct BucketRef {
     pub bucket_id: String,
     pub rate_scope_token: Option<String>,
@@ -149,7 +148,7 @@ impl BucketRef {
 
 /// `acquire`'s input: where, under which rules, until which signal.
 pub(crate) struct AcquireInput {
-    pub bucket: BucketRef,
+    pub bucket: Rc<BucketRef>,
     pub rules: Rc<[PacingRule]>,
     pub signal: Option<JsAbortSignal>,
 }
@@ -169,7 +168,7 @@ pub(crate) fn acquire_input(input: &JsValue) -> Result<AcquireInput> {
     let o = ObjectArg::new(input, "input")?;
     let bucket = BucketRef::read(&o, &["rules", "signal"])?;
     Ok(AcquireInput {
-        bucket,
+        bucket: Rc::new(bucket),
         rules: o.rules("rules")?.into(),
         signal: JsAbortSignal::read(o.get("signal")?, "input.signal")?,
     })
@@ -180,7 +179,7 @@ pub(crate) fn try_acquire_input(input: &JsValue) -> Result<AcquireInput> {
     let o = ObjectArg::new(input, "input")?;
     let bucket = BucketRef::read(&o, &["rules"])?;
     Ok(AcquireInput {
-        bucket,
+        bucket: Rc::new(bucket),
         rules: o.rules("rules")?.into(),
         signal: None,
     })

@@ -35,7 +35,7 @@ struct Last {
     bucket_id: JsValue,
     token: JsValue,
     rules_text: JsValue,
-    bucket: BucketRef,
+    bucket: Rc<BucketRef>,
     rules: Rc<[PacingRule]>,
 }
 
@@ -98,19 +98,19 @@ impl InputCache {
         bucket_id: JsValue,
         token: JsValue,
         rules_text: JsValue,
-    ) -> Result<(BucketRef, Rc<[PacingRule]>)> {
+    ) -> Result<(Rc<BucketRef>, Rc<[PacingRule]>)> {
         if let Some(last) = &*self.last.borrow() {
             if bucket_id == last.bucket_id && token == last.token && rules_text == last.rules_text {
                 return Ok((last.bucket.clone(), last.rules.clone()));
             }
         }
         let absent = |v: &JsValue| (!v.is_undefined() && !v.is_null()).then(|| v.clone());
-        let bucket = BucketRef::from_values(
+        let bucket = Rc::new(BucketRef::from_values(
             absent(&bucket_id),
             absent(&token),
             "input.bucketId",
             "input.rateScopeToken",
-        )?;
+        )?);
         let rules: Rc<[PacingRule]> = rules_from_text(&rules_text)?.into();
         *self.last.borrow_mut() = Some(Last {
             bucket_id,

@@ -28,12 +28,18 @@ impl GatewayRateState {
             return Err(e);
         }
         let target = self.target(&req);
-        if self.pooled(&target) {
+        let pool = self
+            .inner
+            .buckets
+            .borrow()
+            .get(&target.bucket_id)
+            .map(|s| s.pool.is_some());
+        if pool == Some(true) && self.pooled(&target) {
             return Ok(None);
         }
         let now = self.inner.rt.now_ms();
         // A permit drawn at `now` is alive at `now`, so it is good to send.
-        Ok(self.draw(&target, now).map(|(_, _, permit)| permit))
+        Ok(self.draw(&target, now, now).map(|(_, _, permit)| permit))
     }
 
     /// A permit due now, or when to ask again. With nothing cached it

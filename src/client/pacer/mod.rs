@@ -238,7 +238,8 @@ impl GatewayRateState {
                 }
                 continue;
             }
-            if let Some((due, deadline, permit)) = self.draw(&target, Millis::MAX) {
+            let now = self.inner.rt.now_ms();
+            if let Some((due, deadline, permit)) = self.draw(&target, now, Millis::MAX) {
                 let wait = due.saturating_sub(self.inner.rt.now_ms());
                 if wait > 0 {
                     let sleep = self.inner.rt.sleep(wait);
@@ -291,8 +292,12 @@ impl GatewayRateState {
     /// The earliest good permit cached for the target, with its local due
     /// time and deadline, if it is due by `due_by`. Dead permits met on the
     /// way give their leases back.
-    fn draw(&self, target: &Target, due_by: Millis) -> Option<(Millis, Millis, Permit)> {
-        let now = self.inner.rt.now_ms();
+    fn draw(
+        &self,
+        target: &Target,
+        now: Millis,
+        due_by: Millis,
+    ) -> Option<(Millis, Millis, Permit)> {
         let mut dead = Vec::new();
         let mut buckets = self.inner.buckets.borrow_mut();
         let state = buckets.get_mut(&target.bucket_id)?;
@@ -327,12 +332,14 @@ impl GatewayRateState {
                 state.refill.exhausted_at = Some(now);
             }
         }
+        let mut ahead = None;
         if drawn.is_some() {
             state.draw_rate.draw(now);
+            ahead = refill::ahead(state, target, now);
         }
         drop(buckets);
-        if drawn.is_some() {
-            self.refill_ahead(target, now);
+        if let Some(generation) = ahead {
+            self.spawn_refill(generation, target);
         }
         let Some((token, rules)) = scope else {
             let drawn = drawn?;

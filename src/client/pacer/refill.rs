@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use super::demand::{block_size, horizon_budget, Demand};
-use super::{GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
+use super::{BucketState, GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
 use crate::client::retry::with_retries;
 use crate::error::{Error, Result};
 use crate::protocol::{has_concurrency, AcquireRequest, AcquireResponse, PacingRule};
@@ -85,6 +85,31 @@ pub(super) struct Target {
     pub token: Option<String>,
     pub rules: Vec<PacingRule>,
     pub rules_key: String,
+}
+
+/// Starts the bucket's next refill while its block still has permits: a
+/// round trip and a poll before the isolate will have drawn them all (at
+/// its recent rate of draws or the block's own, whichever is faster, and
+/// no sooner than the last one's time), so its callers do not stop at the
+/// end of every block to wait for the gateway. Not under rules that bound
+/// concurrency: a permit there holds a slot others may be waiting for.
+/// Returns the refill's generation, for the caller to spawn.
+pub(super) fn ahead(s: &mut BucketState, target: &Target, now: Millis) -> Option<u64> {
+    if has_concurrency(&target.rules) {
+        return None;
+    }
+    let block = s.block.as_ref().filter(|b| b.serves(target))?;
+    let last_due = block.slots.back()?.at.map(|at| s.clock.to_local(at))?;
+    let rate = s.draw_rate.rate_at(now).max(block.draw_rate(now));
+    let drawn_in = match rate > 0.0 {
+        true => (block.slots.len() as f64 * 1_000.0 / rate) as Millis,
+        false => Millis::MAX,
+    };
+    let runs_out = last_due.max(now.saturating_add(drawn_in));
+    if runs_out > now.saturating_add(s.clock.rtt_ms() + REFILL_POLL_MS) {
+        return None;
+    }
+    s.refill.begin_unless_running(now)
 }
 
 impl GatewayRateState {
@@ -171,37 +196,6 @@ impl GatewayRateState {
         let generation = self.state(&target.bucket_id, |s| {
             let due = s.pool.as_ref().is_some_and(|p| p.renewal_due(now));
             (due && !s.refill.running && s.refill.not_before <= now).then(|| s.refill.begin(now))
-        });
-        if let Some(generation) = generation {
-            self.spawn_refill(generation, target);
-        }
-    }
-
-    /// Starts the bucket's next refill while its block still has permits:
-    /// a round trip and a poll before the isolate will have drawn them all
-    /// (at its recent rate of draws or the block's own, whichever is
-    /// faster, and no sooner than the last one's
-    /// time), so its callers do not stop at the end of every block to wait
-    /// for the gateway. Not under rules that bound concurrency: a permit
-    /// there holds a slot others may be waiting for.
-    pub(super) fn refill_ahead(&self, target: &Target, now: Millis) {
-        if has_concurrency(&target.rules) {
-            return;
-        }
-        let generation = self.state(&target.bucket_id, |s| {
-            let block = s.block.as_ref().filter(|b| b.serves(target))?;
-            let last_due = block.slots.back()?.at.map(|at| s.clock.to_local(at))?;
-            let rate = s.draw_rate.rate_at(now).max(block.draw_rate(now));
-            let drawn_in = match rate > 0.0 {
-                true => (block.slots.len() as f64 * 1_000.0 / rate) as Millis,
-                false => Millis::MAX,
-            };
-            let runs_out = last_due.max(now.saturating_add(drawn_in));
-            let reach = s.clock.rtt_ms() + REFILL_POLL_MS;
-            if runs_out > now.saturating_add(reach) {
-                return None;
-            }
-            s.refill.begin_unless_running(now)
         });
         if let Some(generation) = generation {
             self.spawn_refill(generation, target);

@@ -114,7 +114,7 @@ const rows = [
     permit.release();
   }),
   await perCall("LocalRateState tryAcquire + release", async () => {
-    const permit = tryState.tryAcquire(input);
+    const permit = tryState.tryAcquire(tryInput);
     if (permit instanceof Permit) permit.release();
     else await new Promise((r) => setTimeout(r, permit.retryAfterMs));
   }),

@@ -201,12 +201,7 @@ impl GatewayRateState {
         let port: Rc<dyn GatewayPort> = Rc::new(InProcessGateway::new(core, clock));
         let state = Self::new(port, rt, options);
         // The scheduler shares this clock and answers at once: no lead.
-        let now = state.inner.rt.now_ms();
-        state
-            .inner
-            .clock_seed
-            .borrow_mut()
-            .sample(Some(now), now, now);
+        *state.inner.clock_seed.borrow_mut() = ClockSync::same_clock();
         state
     }
 

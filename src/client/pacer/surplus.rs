@@ -85,12 +85,9 @@ impl GatewayRateState {
 
     fn give_back_surplus(&self, bucket_id: &str, now: Millis) {
         let surplus = self.state(bucket_id, |s| {
+            let rate = s.draw_rate.rate_at(now);
             let gateway_now = s.clock.to_gateway(now);
             let block = s.block.as_mut()?;
-            // The block's own rate shows a demand that just rose, which
-            // the decaying average does not yet: a loop drawing every
-            // permit at its time keeps them all.
-            let rate = s.draw_rate.rate_at(now).max(block.draw_rate(now));
             // A returned time must reach the gateway and then another
             // isolate before it passes: at least a round trip and a poll.
             let reach = 2 * s.clock.rtt_ms().max(super::DEFAULT_LEAD_MS) + REFILL_POLL_MS;

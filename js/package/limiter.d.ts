@@ -1,4 +1,4 @@
-import type { GatewayRateState, LocalRateState, PacingRuleInit, Permit } from "../paceline.js";
+import type { GatewayRateState, LocalRateState, PacingRuleInit, Permit, PermitRefusal } from "../paceline.js";
 import type { fetchPort } from "./fetch-port.js";
 
 export interface LimiterOptions {
@@ -28,6 +28,8 @@ export interface Limiter {
   schedule<T>(fn: () => Promise<T> | T, options?: LimiterCallOptions): Promise<T>;
   /** A permit at its time; `release()` it when the call is done. */
   acquire(options?: { signal?: AbortSignal }): Promise<Permit>;
+  /** A permit due now, or a `PermitRefusal` saying when to ask again; never waits. */
+  tryAcquire(): Permit | PermitRefusal;
   /** The rate state underneath (for `createGovernor`, `penalize`, `observeHeaders`). */
   readonly state: GatewayRateState | LocalRateState;
   readonly bucketId: string;

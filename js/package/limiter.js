@@ -122,6 +122,11 @@ export function createLimiter(options) {
     return state.acquire(signal === undefined ? bucket : { ...bucket, signal });
   }
 
+  /** A permit due now, or when to ask again; never waits. */
+  function tryAcquire() {
+    return state.tryAcquire(bucket);
+  }
+
   /**
    * @template T
    * @param {() => Promise<T> | T} fn
@@ -147,5 +152,5 @@ export function createLimiter(options) {
     }
   }
 
-  return { acquire, schedule, state, bucketId: read.bucketId };
+  return { acquire, tryAcquire, schedule, state, bucketId: read.bucketId };
 }

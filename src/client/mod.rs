@@ -14,7 +14,7 @@ pub use budget::{BudgetState, GatewayBudgetState, LocalBudgetState};
 #[cfg(any(test, feature = "sim"))]
 pub(crate) use pacer::REFILL_POLL_MS;
 pub use pacer::{
-    GatewayRateState, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, IDLE_KEEP_MS,
+    GatewayRateState, NotYet, PacerOptions, PermitRequest, DEFAULT_LEAD_MS, IDLE_KEEP_MS,
     LOCAL_WINDOW_GUARD_MS, QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_TIMEOUT_MS,
 };
 pub use permit::Permit;

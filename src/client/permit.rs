@@ -34,6 +34,11 @@ impl Permit {
         self.lease_id.as_deref()
     }
 
+    /// Nothing to hand back: no lease, no release pending.
+    pub fn holds_nothing(&self) -> bool {
+        self.on_release.is_none() && self.lease_id.is_none()
+    }
+
     /// Hands the lease back. Idempotent: a second call, or the drop after
     /// it, does nothing.
     pub fn release(&mut self) {
@@ -45,10 +50,15 @@ impl Permit {
     /// to give back). A Worker passes it to `ctx.waitUntil`, so the request
     /// lives until its lease is back at the gateway.
     pub fn release_settled(&mut self) -> LocalBoxFuture<'static, ()> {
-        match self.on_release.take() {
-            Some(f) => f(),
-            None => Box::pin(std::future::ready(())),
-        }
+        self.release_pending()
+            .unwrap_or_else(|| Box::pin(std::future::ready(())))
+    }
+
+    /// Hands the lease back, as [`Permit::release_settled`]; `None` when
+    /// there was nothing to hand back (a pure-rate permit, or one already
+    /// released), so a host can answer at once without a task.
+    pub fn release_pending(&mut self) -> Option<LocalBoxFuture<'static, ()>> {
+        self.on_release.take().map(|f| f())
     }
 }
 

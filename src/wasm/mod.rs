@@ -13,10 +13,12 @@ mod permit;
 mod port;
 pub mod protocol;
 mod rate_input;
+mod rate_input_cache;
 mod rate_state;
 mod reader;
 mod registry;
 mod runtime;
+mod timers;
 
 pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;

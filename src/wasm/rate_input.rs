@@ -2,15 +2,18 @@
 //! bucket shape every method takes (`{ bucketId, rateScopeToken? }` plus
 //! the method's own fields), each read by the typed reader.
 
+use std::rc::Rc;
+
 use js_sys::{Function, Reflect};
 use wasm_bindgen::prelude::*;
 
-use super::reader::{ObjectArg, MAX_SAFE_INTEGER};
+use super::reader::{string, ObjectArg, MAX_SAFE_INTEGER};
 use super::runtime::JsAbortSignal;
-use crate::client::PacerOptions;
+use crate::client::{PacerOptions, PermitRequest};
 use crate::error::{Error, Result};
 use crate::governor::QuotaHeaders;
 use crate::protocol::{limits, PacingRule};
+use crate::rt::AbortSignal;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_RATE_INPUT: &'static str = r#"
@@ -44,9 +47,16 @@ export interface BucketRef {
   /** From mintRateScopeToken, for a gateway with a secret. */
   rateScopeToken?: string | null;
 }
-export interface AcquireInput extends BucketRef {
+export interface TryAcquireInput extends BucketRef {
   rules: PacingRuleInit[];
+}
+export interface AcquireInput extends TryAcquireInput {
   signal?: AbortSignal;
+}
+/** What `tryAcquire` returns when no permit is due now. */
+export interface PermitRefusal {
+  /** When asking again is worth it: the next cached permit's time, or the refill this call started. */
+  retryAfterMs: number;
 }
 export interface PenalizeInput extends BucketRef {
   /** The wait the provider's 429 asked for (its Retry-After, in ms); the gateway decides how long the bucket sits out (`cooldownUntilMs`). */
@@ -98,15 +108,35 @@ impl BucketRef {
     pub fn read(o: &ObjectArg, extra: &[&str]) -> Result<BucketRef> {
         let known: Vec<&str> = BUCKET_FIELDS.iter().chain(extra).copied().collect();
         o.only(&known)?;
-        let bucket_id = o.string("bucketId", limits::MAX_ID_BYTES)?;
+        BucketRef::from_values(
+            o.get("bucketId")?,
+            o.get("rateScopeToken")?,
+            &o.name("bucketId"),
+            &o.name("rateScopeToken"),
+        )
+    }
+
+    /// The two fields' values as read (`None`: undefined or null).
+    pub fn from_values(
+        bucket_id: Option<JsValue>,
+        token: Option<JsValue>,
+        id_path: &str,
+        token_path: &str,
+    ) -> Result<BucketRef> {
+        let bucket_id = match bucket_id {
+            Some(v) => string(&v, id_path, limits::MAX_ID_BYTES)?,
+            None => {
+                return Err(Error::invalid(format!(
+                    "{id_path} must be a string, got nothing"
+                )))
+            }
+        };
         if bucket_id.is_empty() {
-            return Err(Error::invalid(format!(
-                "{} must not be empty",
-                o.name("bucketId")
-            )));
+            return Err(Error::invalid(format!("{id_path} must not be empty")));
         }
-        let rate_scope_token = o
-            .opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?
+        let rate_scope_token = token
+            .map(|t| string(&t, token_path, limits::MAX_TOKEN_BYTES))
+            .transpose()?
             .map(|t| t.trim().to_owned())
             .filter(|t| !t.is_empty());
         Ok(BucketRef {
@@ -118,18 +148,40 @@ impl BucketRef {
 
 /// `acquire`'s input: where, under which rules, until which signal.
 pub(crate) struct AcquireInput {
-    pub bucket: BucketRef,
-    pub rules: Vec<PacingRule>,
+    pub bucket: Rc<BucketRef>,
+    pub rules: Rc<[PacingRule]>,
     pub signal: Option<JsAbortSignal>,
+}
+
+impl AcquireInput {
+    pub fn request<'a>(&'a self, signal: Option<&'a AbortSignal>) -> PermitRequest<'a> {
+        PermitRequest {
+            bucket_id: &self.bucket.bucket_id,
+            rate_scope_token: self.bucket.rate_scope_token.as_deref(),
+            rules: &self.rules,
+            signal,
+        }
+    }
 }
 
 pub(crate) fn acquire_input(input: &JsValue) -> Result<AcquireInput> {
     let o = ObjectArg::new(input, "input")?;
     let bucket = BucketRef::read(&o, &["rules", "signal"])?;
     Ok(AcquireInput {
-        bucket,
-        rules: o.rules("rules")?,
+        bucket: Rc::new(bucket),
+        rules: o.rules("rules")?.into(),
         signal: JsAbortSignal::read(o.get("signal")?, "input.signal")?,
+    })
+}
+
+/// `tryAcquire`'s input: `acquire`'s without a signal (it never waits).
+pub(crate) fn try_acquire_input(input: &JsValue) -> Result<AcquireInput> {
+    let o = ObjectArg::new(input, "input")?;
+    let bucket = BucketRef::read(&o, &["rules"])?;
+    Ok(AcquireInput {
+        bucket: Rc::new(bucket),
+        rules: o.rules("rules")?.into(),
+        signal: None,
     })
 }
 

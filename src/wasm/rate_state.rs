@@ -1,5 +1,5 @@
 //! `GatewayRateState` and `LocalRateState` for JS: promises of permits,
-//! `AbortSignal`s honoured.
+//! `AbortSignal`s honoured, and permits due now handed out synchronously.
 
 use std::rc::Rc;
 
@@ -8,15 +8,16 @@ use wasm_bindgen::prelude::*;
 
 use super::clock::JsClock;
 use super::js::{promise, random_seed, rejected};
-use super::permit::JsPermit;
+use super::permit::permit_value;
 use super::port::JsPort;
 use super::rate_input::{
-    acquire_input, observe_headers_input, observe_success_input, pacer_options, penalize_input,
-    AcquireInput, BucketRef,
+    observe_headers_input, observe_success_input, pacer_options, penalize_input, AcquireInput,
+    BucketRef,
 };
+use super::rate_input_cache::InputCache;
 use super::registry::Registration;
 use super::runtime::{AbortBridge, JsRuntime};
-use crate::client::{GatewayPort, GatewayRateState, PermitRequest};
+use crate::client::{GatewayPort, GatewayRateState, NotYet};
 use crate::rt::Runtime;
 use crate::time::Clock;
 
@@ -25,6 +26,7 @@ use crate::time::Clock;
 pub struct JsGatewayRateState {
     pub(crate) inner: GatewayRateState,
     registration: Registration,
+    inputs: InputCache,
 }
 
 /// The same contract with a scheduler in this isolate's memory.
@@ -32,6 +34,7 @@ pub struct JsGatewayRateState {
 pub struct JsLocalRateState {
     pub(crate) inner: GatewayRateState,
     registration: Registration,
+    inputs: InputCache,
 }
 
 fn runtime(wait_until: Option<Function>) -> Rc<dyn Runtime> {
@@ -60,9 +63,26 @@ macro_rules! rate_state_methods {
                 &self,
                 #[wasm_bindgen(unchecked_param_type = "AcquireInput")] input: JsValue,
             ) -> js_sys::Promise {
-                match acquire_input(&input) {
-                    Ok(input) => acquire_promise(self.inner.clone(), input),
+                match self.inputs.read(&input, true) {
+                    Ok(input) => acquire_promise(&self.inner, input),
                     Err(e) => rejected(e),
+                }
+            }
+
+            /// A permit due now, or a `PermitRefusal` saying when to ask
+            /// again; never waits. With nothing cached it starts fetching
+            /// more, so asking again then finds them. Throws
+            /// `INVALID_INPUT` for a malformed input, and a refill's
+            /// failure (e.g. `PROVIDER_EXHAUSTED`) once.
+            #[wasm_bindgen(js_name = tryAcquire, unchecked_return_type = "Permit | PermitRefusal")]
+            pub fn try_acquire(
+                &self,
+                #[wasm_bindgen(unchecked_param_type = "TryAcquireInput")] input: JsValue,
+            ) -> Result<JsValue, JsValue> {
+                let input = self.inputs.read(&input, false)?;
+                match self.inner.try_acquire(input.request(None))? {
+                    Ok(permit) => Ok(permit_value(permit)),
+                    Err(not_yet) => Ok(refusal(not_yet)),
                 }
             }
 
@@ -131,6 +151,7 @@ macro_rules! rate_state_methods {
                 $name {
                     inner,
                     registration,
+                    inputs: InputCache::default(),
                 }
             }
         }
@@ -172,17 +193,35 @@ impl JsLocalRateState {
     }
 }
 
-fn acquire_promise(pacer: GatewayRateState, input: AcquireInput) -> js_sys::Promise {
+/// A permit already due resolves at once, with no timer and no task; any
+/// other waits in the pacer. A signal that has aborted takes the waiting
+/// path, which rejects it.
+fn acquire_promise(pacer: &GatewayRateState, mut input: AcquireInput) -> js_sys::Promise {
+    if input.signal.as_ref().is_none_or(|s| !s.is_aborted()) {
+        match pacer.take_due(input.request(None)) {
+            Ok(Some(permit)) => {
+                return js_sys::Promise::resolve(&permit_value(permit));
+            }
+            Ok(None) => {}
+            Err(e) => return rejected(e),
+        }
+    }
+    let pacer = pacer.clone();
     promise(async move {
-        let abort = AbortBridge::new(input.signal);
-        let permit = pacer
-            .acquire(PermitRequest {
-                bucket_id: &input.bucket.bucket_id,
-                rate_scope_token: input.bucket.rate_scope_token.as_deref(),
-                rules: &input.rules,
-                signal: abort.signal(),
-            })
-            .await?;
-        Ok(JsPermit::new(permit).into())
+        let abort = AbortBridge::new(input.signal.take());
+        let permit = pacer.acquire(input.request(abort.signal())).await?;
+        Ok(permit_value(permit))
     })
+}
+
+/// `{ retryAfterMs }`: when a refused `tryAcquire` is worth asking again.
+fn refusal(not_yet: NotYet) -> JsValue {
+    let refusal = js_sys::Object::new();
+    // Setting a data property on a fresh plain object cannot throw.
+    let _ = js_sys::Reflect::set(
+        &refusal,
+        &JsValue::from_str("retryAfterMs"),
+        &JsValue::from_f64(not_yet.retry_after_ms as f64),
+    );
+    refusal.into()
 }

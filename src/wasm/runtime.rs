@@ -1,13 +1,7 @@
-//! The client's host facilities in a JS engine: `Date.now()`, `setTimeout`
-//! (cleared when the wait is dropped), `spawn_local` (each short task also
+//! The client's host facilities in a JS engine: `Date.now()`, timers
+//! (shared by wake-up time where the host allows it, see `timers`), `spawn_local` (each short task also
 //! handed to the host's `waitUntil`, when it gave one), and `AbortSignal`
 //! (checked to be one, and read only through the host's own accessors).
-
-use std::cell::RefCell;
-use std::future::Future;
-use std::pin::Pin;
-use std::rc::Rc;
-use std::task::{Context, Poll, Waker};
 
 use js_sys::Function;
 use wasm_bindgen::prelude::*;
@@ -15,17 +9,10 @@ use wasm_bindgen::prelude::*;
 use super::clock::JsClock;
 use super::error::keep;
 use super::js::promise;
+use super::timers::Sleep;
 use crate::error::Error;
 use crate::rt::{AbortSignal, LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_name = setTimeout)]
-    fn set_timeout(callback: &Closure<dyn FnMut()>, ms: f64) -> JsValue;
-    #[wasm_bindgen(js_name = clearTimeout)]
-    fn clear_timeout(id: &JsValue);
-}
 
 /// The JS host. With a `waitUntil` (a Worker's `ctx.waitUntil`, bound),
 /// every short background task is registered with it: workerd cancels a
@@ -81,64 +68,6 @@ impl Runtime for JsRuntime {
     }
 }
 
-#[derive(Default)]
-struct TimerState {
-    fired: bool,
-    waker: Option<Waker>,
-}
-
-/// A `setTimeout` as a future. Dropping it clears the timer, so an
-/// abandoned wait leaves nothing scheduled in the isolate.
-struct Sleep {
-    state: Rc<RefCell<TimerState>>,
-    id: JsValue,
-    _callback: Closure<dyn FnMut()>,
-}
-
-impl Sleep {
-    fn new(ms: Millis) -> Self {
-        let state = Rc::new(RefCell::new(TimerState::default()));
-        let fired = state.clone();
-        let callback = Closure::new(move || {
-            let waker = {
-                let mut s = fired.borrow_mut();
-                s.fired = true;
-                s.waker.take()
-            };
-            if let Some(w) = waker {
-                w.wake();
-            }
-        });
-        let id = set_timeout(&callback, ms as f64);
-        Sleep {
-            state,
-            id,
-            _callback: callback,
-        }
-    }
-}
-
-impl Future for Sleep {
-    type Output = ();
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.state.borrow_mut();
-        if s.fired {
-            Poll::Ready(())
-        } else {
-            s.waker = Some(cx.waker().clone());
-            Poll::Pending
-        }
-    }
-}
-
-impl Drop for Sleep {
-    fn drop(&mut self) {
-        if !self.state.borrow().fired {
-            clear_timeout(&self.id);
-        }
-    }
-}
-
 /// A value checked to be the host's `AbortSignal`. It is used only through
 /// the host's own accessors (`final`: looked up on `AbortSignal.prototype`
 /// and called on the value), which brand-check it: a look-alike makes them
@@ -167,6 +96,11 @@ extern "C" {
 }
 
 impl JsAbortSignal {
+    /// Whether it has aborted (a checked signal's accessor does not throw).
+    pub fn is_aborted(&self) -> bool {
+        self.aborted().unwrap_or(false)
+    }
+
     /// Reads an optional `signal` argument; anything but an `AbortSignal`
     /// is refused up front, before any wait starts or any permit is taken.
     pub fn read(value: Option<JsValue>, path: &str) -> Result<Option<Self>, Error> {

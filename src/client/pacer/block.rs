@@ -33,6 +33,11 @@ pub(super) struct Block {
     pub rules: Vec<PacingRule>,
     pub token: Option<String>,
     pub tolerance_ms: Millis,
+    /// When the block was first granted, and how many permits were drawn
+    /// from it since: the rate its callers draw at now, which a decaying
+    /// average of a demand that just started does not show yet.
+    pub opened_at: Millis,
+    pub drawn: u64,
 }
 
 /// The leases of `slots`, and their times still ahead of `gateway_now`:
@@ -65,9 +70,16 @@ impl Block {
         self.rules_key == target.rules_key && self.token == target.token
     }
 
-    /// Takes the earliest permit still good at `now`. Dead ones are moved
-    /// to `dead` (their leases must go back).
-    pub fn draw(&mut self, now: Millis, clock: &ClockSync, dead: &mut Vec<Slot>) -> Option<Drawn> {
+    /// Takes the earliest permit still good at `now`, if it is due by
+    /// `due_by` (a later one stays). Dead ones are moved to `dead` (their
+    /// leases must go back).
+    pub fn draw(
+        &mut self,
+        now: Millis,
+        due_by: Millis,
+        clock: &ClockSync,
+        dead: &mut Vec<Slot>,
+    ) -> Option<Drawn> {
         while let Some(slot) = self.slots.pop_front() {
             let Some(at) = slot.at else {
                 return Some(Drawn {
@@ -82,6 +94,11 @@ impl Block {
                 dead.push(slot);
                 continue;
             }
+            if due > due_by {
+                self.slots.push_front(slot);
+                return None;
+            }
+            self.drawn += 1;
             return Some(Drawn {
                 slot,
                 due,
@@ -131,6 +148,15 @@ impl Block {
             })
             .unwrap_or(self.slots.len());
         self.slots.drain(..alive).collect()
+    }
+
+    /// Permits per second drawn since the block was granted, once a
+    /// millisecond has passed.
+    pub fn draw_rate(&self, now: Millis) -> f64 {
+        match now.saturating_sub(self.opened_at) {
+            0 => 0.0,
+            ms => self.drawn as f64 * 1_000.0 / ms as f64,
+        }
     }
 
     /// The local due time of the earliest permit, if it has one.
@@ -200,6 +226,8 @@ mod tests {
             rules: Vec::new(),
             token: None,
             tolerance_ms: 5,
+            opened_at: 0,
+            drawn: 0,
         }
     }
 
@@ -208,16 +236,29 @@ mod tests {
         let clock = ClockSync::default();
         let mut b = block(&[1_000, 1_050, 1_100]);
         let mut dead = Vec::new();
-        let drawn = b.draw(1_056, &clock, &mut dead).unwrap();
+        let drawn = b.draw(1_056, Millis::MAX, &clock, &mut dead).unwrap();
         assert_eq!(drawn.slot.at, Some(1_100), "1 000 and 1 050 have passed");
         assert_eq!(dead.len(), 2);
         let mut b = block(&[1_000]);
-        let drawn = b.draw(1_005, &clock, &mut dead).unwrap();
+        let drawn = b.draw(1_005, Millis::MAX, &clock, &mut dead).unwrap();
         assert_eq!(
             (drawn.due, drawn.deadline),
             (1_000, 1_005),
             "good up to the tolerance"
         );
+    }
+
+    #[test]
+    fn a_draw_limited_to_due_permits_leaves_a_later_one_in_place() {
+        let clock = ClockSync::default();
+        let mut b = block(&[1_000, 1_050]);
+        let mut dead = Vec::new();
+        assert!(b.draw(1_010, 1_010, &clock, &mut dead).is_none());
+        assert_eq!(b.slots.len(), 1, "1 000 is dead and gone; 1 050 stays");
+        assert_eq!(dead.len(), 1);
+        assert_eq!(b.next_due(&clock), Some(1_050));
+        let drawn = b.draw(1_050, 1_050, &clock, &mut dead).unwrap();
+        assert_eq!(drawn.slot.at, Some(1_050));
     }
 
     #[test]

@@ -21,6 +21,11 @@ pub(super) struct ClockSync {
     offset_ms: i64,
     /// A slowly forgetting maximum of recent round trips.
     rtt_ms: Millis,
+    /// The gateway runs in this isolate on this clock and answers at once:
+    /// no offset, no round trip, no lead. (A refill delayed by a pause of
+    /// the isolate is not a trip to learn from: it would place the next
+    /// blocks ahead of time for nothing.)
+    same_clock: bool,
 }
 
 impl ClockSync {
@@ -30,11 +35,23 @@ impl ClockSync {
     /// round trip bounds its error best (NTP's choice). A steady offset
     /// matters more than a fresh one: two blocks converted with different
     /// offsets would land closer together than the gateway spaced them.
+    /// The clock of a gateway in this isolate.
+    pub fn same_clock() -> Self {
+        ClockSync {
+            same_clock: true,
+            ..ClockSync::default()
+        }
+    }
+
     pub fn sample(&mut self, server_now: Option<Millis>, sent: Millis, received: Millis) {
+        if self.same_clock {
+            return;
+        }
         let rtt = received.saturating_sub(sent);
         // One slow answer widens the lead at once; it narrows again over
-        // a few answers.
-        self.rtt_ms = rtt.max(self.rtt_ms - self.rtt_ms / 4);
+        // a few answers, down to nothing (a quarter rounded down would
+        // keep a trip of 3 ms or less forever).
+        self.rtt_ms = rtt.max(self.rtt_ms - self.rtt_ms.div_ceil(4));
         let Some(server_now) = server_now else {
             return;
         };
@@ -68,7 +85,7 @@ impl ClockSync {
     /// permit: the answer's trip back, rounded up. None for a gateway that
     /// answers within the millisecond (one in this isolate).
     pub fn lead_ms(&self) -> Millis {
-        match (self.samples.is_empty(), self.rtt_ms) {
+        match (self.samples.is_empty() && !self.same_clock, self.rtt_ms) {
             (true, _) => DEFAULT_LEAD_MS,
             (false, 0) => 0,
             (false, rtt) => rtt.div_ceil(2) + 1,
@@ -90,6 +107,25 @@ mod tests {
         // A later slow sample does not move it.
         c.sample(Some(5_050 + 3_000), 3_000, 3_100);
         assert_eq!(c.to_local(7_005), 2_005);
+    }
+
+    #[test]
+    fn a_round_trip_estimate_bug_a_slow_millisecond_kept_the_lead_up_forever() {
+        let mut c = ClockSync::default();
+        c.sample(Some(1_001), 1_000, 1_003);
+        assert_eq!(c.lead_ms(), 3);
+        for t in 0..4 {
+            c.sample(Some(2_000 + t), 2_000 + t, 2_000 + t);
+        }
+        assert_eq!(c.rtt_ms(), 0, "fast answers bring the trip back down");
+        assert_eq!(c.lead_ms(), 0);
+    }
+
+    #[test]
+    fn a_gateway_on_the_same_clock_never_gets_a_lead_from_a_slow_refill() {
+        let mut c = ClockSync::same_clock();
+        c.sample(Some(1_000), 1_000, 1_040);
+        assert_eq!((c.lead_ms(), c.rtt_ms(), c.to_local(5_000)), (0, 0, 5_000));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! reserved for it on the bucket's one global timeline.
 //!
 //! Its parts: [`block`] (the permits of one refill and which are still
-//! good), [`refill`] (the single-flight request for a block), [`demand`]
+//! good), [`refill`] (the single-flight request for a block), [`landing`]
+//! (what its answer changes), [`demand`]
 //! (how large a block to ask for), [`clock`] (the gateway's clock as seen from here), [`giveback`]
 //! (leases and unused times going back in batches), and [`surplus`]
 //! (noticing permits this isolate will not use while they can still serve
@@ -12,8 +13,10 @@
 mod block;
 mod clock;
 mod demand;
+mod due;
 mod giveback;
 mod hold;
+mod landing;
 mod lease_pool;
 mod penalty;
 mod permits;
@@ -45,6 +48,7 @@ pub use quota::{QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS};
 use refill::{Refill, Target};
 
 pub use clock::DEFAULT_LEAD_MS;
+pub use due::NotYet;
 
 /// How often a caller waiting on another caller's refill looks again (see
 /// [`GatewayRateState::acquire`] on why it is not woken instead).
@@ -211,12 +215,7 @@ impl GatewayRateState {
         let port: Rc<dyn GatewayPort> = Rc::new(InProcessGateway::new(core, clock));
         let state = Self::new(port, rt, options);
         // The scheduler shares this clock and answers at once: no lead.
-        let now = state.inner.rt.now_ms();
-        state
-            .inner
-            .clock_seed
-            .borrow_mut()
-            .sample(Some(now), now, now);
+        *state.inner.clock_seed.borrow_mut() = ClockSync::same_clock();
         state
     }
 
@@ -258,7 +257,8 @@ impl GatewayRateState {
                 }
                 continue;
             }
-            if let Some((due, deadline, permit)) = self.draw(&target) {
+            let now = self.inner.rt.now_ms();
+            if let Some((due, deadline, permit)) = self.draw(&target, now, Millis::MAX) {
                 let wait = due.saturating_sub(self.inner.rt.now_ms());
                 if wait > 0 {
                     let sleep = self.inner.rt.sleep(wait);
@@ -309,9 +309,14 @@ impl GatewayRateState {
     }
 
     /// The earliest good permit cached for the target, with its local due
-    /// time and deadline. Dead permits met on the way give their leases back.
-    fn draw(&self, target: &Target) -> Option<(Millis, Millis, Permit)> {
-        let now = self.inner.rt.now_ms();
+    /// time and deadline, if it is due by `due_by`. Dead permits met on the
+    /// way give their leases back.
+    fn draw(
+        &self,
+        target: &Target,
+        now: Millis,
+        due_by: Millis,
+    ) -> Option<(Millis, Millis, Permit)> {
         let mut dead = Vec::new();
         let mut buckets = self.inner.buckets.borrow_mut();
         let state = buckets.get_mut(&target.bucket_id)?;
@@ -332,7 +337,7 @@ impl GatewayRateState {
             return None;
         }
         let block = state.block.as_mut()?;
-        let drawn = block.draw(now, &state.clock, &mut dead);
+        let drawn = block.draw(now, due_by, &state.clock, &mut dead);
         // Only a lease needs the block's scope to go back: a pure-rate
         // permit, the hot path, takes nothing from it.
         let leased = !dead.is_empty() || drawn.as_ref().is_some_and(|d| d.slot.lease.is_some());
@@ -346,10 +351,15 @@ impl GatewayRateState {
                 state.refill.exhausted_at = Some(now);
             }
         }
+        let mut ahead = None;
         if drawn.is_some() {
             state.draw_rate.draw(now);
+            ahead = refill::ahead(state, target, now);
         }
         drop(buckets);
+        if let Some(generation) = ahead {
+            self.spawn_refill(generation, target);
+        }
         let Some((token, rules)) = scope else {
             let drawn = drawn?;
             return Some((drawn.due, drawn.deadline, Permit::new(None, None)));

@@ -1,15 +1,12 @@
 //! The single-flight refill of one bucket: one gateway request at a time,
 //! for a block sized to the isolate's demand, however many callers wait.
 
-use std::collections::VecDeque;
 use std::future::Future;
 
-use super::block::{validate_grant, Block, Slot, LEGACY_TOLERANCE_MS};
 use super::demand::{block_size, horizon_budget, Demand};
-use super::pool::{KeptLease, LeasePool, RENEW_EVERY_MS};
-use super::{GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
+use super::{BucketState, GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
 use crate::client::retry::with_retries;
-use crate::error::{Detail, Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::protocol::{has_concurrency, AcquireRequest, AcquireResponse, PacingRule};
 use crate::rt::{abortable, AbortSignal, Event};
 use crate::time::Millis;
@@ -27,16 +24,16 @@ pub(super) struct Refill {
     /// The gateway asked this client not to refill before this local time.
     pub not_before: Millis,
     /// When callers began waiting on the refill in flight.
-    started_at: Millis,
+    pub started_at: Millis,
     /// When the block last ran dry.
     pub exhausted_at: Option<Millis>,
-    ever_granted: bool,
+    pub ever_granted: bool,
     /// The gateway has answered this bucket before.
-    answered: bool,
+    pub answered: bool,
     /// Callers drained the last block and came straight back for more: the
     /// isolate would use all the horizon holds. Kept across refusals until
     /// a grant comes.
-    draining: bool,
+    pub draining: bool,
     /// Notified when a refill lands, for the caller that started it (its
     /// own I/O, so waking it is safe in workerd).
     landed_event: Event,
@@ -52,6 +49,23 @@ impl Refill {
 
     pub fn is_idle(&self) -> bool {
         !self.running && self.error.is_none()
+    }
+
+    /// Starts a refill from `now` unless one is running; its generation.
+    pub fn begin_unless_running(&mut self, now: Millis) -> Option<u64> {
+        (!self.running).then(|| self.begin(now))
+    }
+
+    /// The failure of the last refill, when none is on its way. `forget`
+    /// when no caller is waiting to read it, so the next refill starts clean.
+    pub fn failure(&mut self, forget: bool) -> Option<Error> {
+        if self.running {
+            return None;
+        }
+        if forget {
+            return self.error.take().map(|(_, e)| e);
+        }
+        self.error.as_ref().map(|(_, e)| e.clone())
     }
 
     /// Marks a refill running from `now`; returns its generation.
@@ -76,6 +90,31 @@ pub(super) struct Target {
     pub token: Option<String>,
     pub rules: Vec<PacingRule>,
     pub rules_key: String,
+}
+
+/// Starts the bucket's next refill while its block still has permits: a
+/// round trip and a poll before the isolate will have drawn them all (at
+/// its recent rate of draws or the block's own, whichever is faster, and
+/// no sooner than the last one's time), so its callers do not stop at the
+/// end of every block to wait for the gateway. Not under rules that bound
+/// concurrency: a permit there holds a slot others may be waiting for.
+/// Returns the refill's generation, for the caller to spawn.
+pub(super) fn ahead(s: &mut BucketState, target: &Target, now: Millis) -> Option<u64> {
+    if has_concurrency(&target.rules) {
+        return None;
+    }
+    let block = s.block.as_ref().filter(|b| b.serves(target))?;
+    let last_due = block.slots.back()?.at.map(|at| s.clock.to_local(at))?;
+    let rate = s.draw_rate.rate_at(now).max(block.draw_rate(now));
+    let drawn_in = match rate > 0.0 {
+        true => (block.slots.len() as f64 * 1_000.0 / rate) as Millis,
+        false => Millis::MAX,
+    };
+    let runs_out = last_due.max(now.saturating_add(drawn_in));
+    if runs_out > now.saturating_add(s.clock.rtt_ms() + REFILL_POLL_MS) {
+        return None;
+    }
+    s.refill.begin_unless_running(now)
 }
 
 impl GatewayRateState {
@@ -303,165 +342,5 @@ impl GatewayRateState {
             s.pending_successes = s.pending_successes.saturating_sub(observed_successes);
         });
         Ok((response, sent, received))
-    }
-
-    /// Records what a gateway answer says about the bucket, and merges a
-    /// grant into its block.
-    fn land(
-        &self,
-        target: &Target,
-        response: AcquireResponse,
-        sent: Millis,
-        received: Millis,
-    ) -> Result<()> {
-        let bucket_id = target.bucket_id.as_str();
-        let slots = validate_grant(bucket_id, &target.rules, &response)?;
-        match response.lease_spacing_ms {
-            Some(spacing) => self.land_kept(target, &response, spacing, &slots, sent, received),
-            None => self.dissolve_pool(bucket_id),
-        }
-        let max_wait = self.inner.options.max_wait_ms;
-        let mut buckets = self.inner.buckets.borrow_mut();
-        let state = buckets
-            .get_mut(bucket_id)
-            .expect("landing on a known bucket");
-        state.clock.sample(response.server_now_ms, sent, received);
-        *self.inner.clock_seed.borrow_mut() = state.clock.clone();
-        if let Some(rps) = response.effective_requests_per_second {
-            state.effective_rps = Some(rps);
-        }
-        state.refill.not_before = received.saturating_add(response.wait_ms);
-        state.refill.answered = true;
-        if response.granted > 0 {
-            state.refill.draining = false;
-            state.refill.ever_granted = true;
-            // Time spent waiting for permits is not time without demand:
-            // an isolate queued behind the fleet draws nothing because it
-            // has nothing to draw.
-            state
-                .draw_rate
-                .skip(received.saturating_sub(state.refill.started_at));
-        }
-        // Another isolate met a 429: cached permits inside the cooldown
-        // would reach a provider that is refusing, so they go unsent (their
-        // leases back; their times are void).
-        if let (Some(block), Some(until)) = (&mut state.block, response.cooldown_until_ms) {
-            let mut voided = Vec::new();
-            block.slots.retain_mut(|s| {
-                let keep = s.at.is_none_or(|at| at >= until);
-                if !keep {
-                    voided.push(s.clone());
-                }
-                keep
-            });
-            if !voided.is_empty() {
-                let (token, rules) = (block.token.clone(), block.rules.clone());
-                self.void(bucket_id, token, &rules, voided);
-            }
-        }
-        if response.granted == 0 {
-            if response.wait_ms > max_wait {
-                let until = response
-                    .cooldown_until_ms
-                    .unwrap_or(received.saturating_add(response.wait_ms));
-                return Err(Error::new(
-                    ErrorCode::ProviderExhausted,
-                    format!(
-                        "provider bucket {bucket_id} asks to wait {} ms, past the {max_wait} ms \
-                         limit (raise maxWaitMs to wait longer)",
-                        response.wait_ms
-                    ),
-                )
-                .with_detail(Detail::Cooldown { until_ms: until }));
-            }
-            return Ok(());
-        }
-        if response.lease_spacing_ms.is_some() {
-            // The leases went to the pool; their times are first starts.
-            return Ok(());
-        }
-        let tolerance_ms = response
-            .dispatch_tolerance_ms
-            .unwrap_or(LEGACY_TOLERANCE_MS);
-        match &mut state.block {
-            Some(block) if block.serves(target) => {
-                block.slots.extend(slots);
-                block
-                    .slots
-                    .make_contiguous()
-                    .sort_by_key(|s| s.at.unwrap_or(0));
-                block.tolerance_ms = tolerance_ms;
-            }
-            slot => {
-                let stale = slot.replace(Block {
-                    slots,
-                    rules_key: target.rules_key.clone(),
-                    rules: target.rules.clone(),
-                    token: target.token.clone(),
-                    tolerance_ms,
-                });
-                let gateway_now = response.server_now_ms.unwrap_or(0);
-                drop(buckets);
-                if let Some(stale) = stale {
-                    self.give_back(
-                        bucket_id,
-                        stale.token,
-                        &stale.rules,
-                        stale.slots.into(),
-                        gateway_now,
-                    );
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-impl GatewayRateState {
-    /// Takes a streamed grant into the bucket's pool: renewals, new leases
-    /// with their first starts, what the gateway said of others waiting
-    /// and of a cooldown. Leases not renewed go back.
-    fn land_kept(
-        &self,
-        target: &Target,
-        response: &AcquireResponse,
-        spacing: Millis,
-        slots: &VecDeque<Slot>,
-        sent: Millis,
-        received: Millis,
-    ) {
-        let ttl = response.lease_ttl_ms.unwrap_or(RENEW_EVERY_MS * 2);
-        let start_by = sent.saturating_add((ttl / 2).min(RENEW_EVERY_MS));
-        let kept = response.kept_lease_ids.clone().unwrap_or_default();
-        let back = self.state(&target.bucket_id, |s| {
-            let clock = s.clock.clone();
-            let pool = s.pool.get_or_insert_with(|| {
-                LeasePool::new(spacing, target.token.clone(), target.rules.clone())
-            });
-            pool.spacing_ms = spacing;
-            pool.others_wait = response.slot_waiters;
-            if let Some(until) = response.cooldown_until_ms {
-                pool.cooldown_until = pool.cooldown_until.max(clock.to_local(until));
-            }
-            let asked = std::mem::take(&mut pool.renewing);
-            let back = pool.renewed(&asked, &kept, start_by);
-            for slot in slots {
-                if let Some(id) = &slot.lease {
-                    pool.idle.push(KeptLease {
-                        id: id.clone(),
-                        next_at: slot.at.map_or(received, |at| clock.to_local(at)),
-                        last_start: None,
-                        start_by,
-                        granted_at: received,
-                        idle_since: received,
-                    });
-                }
-            }
-            back
-        });
-        if !back.is_empty() {
-            drop(self.give_back_kept(&target.bucket_id, back));
-        }
-        self.watch_pool(&target.bucket_id);
     }
 }

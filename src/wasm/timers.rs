@@ -1,0 +1,172 @@
+//! Sleeps on JS timers: one `setTimeout` per wake-up time, not one per
+//! caller. Callers of one bucket wake at the same few milliseconds (its
+//! permits' times), so twenty callers need one timer, not twenty.
+//!
+//! Not in workerd: there a timer belongs to the request that set it, it is
+//! cancelled when that request ends, and a continuation runs in the I/O
+//! context of whatever woke it. A caller woken by another request's timer
+//! would send its provider call on behalf of a request that may already
+//! have answered, so each sleep keeps a timer of its own.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::{Rc, Weak};
+use std::task::{Context, Poll, Waker};
+
+use js_sys::Reflect;
+use wasm_bindgen::prelude::*;
+
+use super::clock::JsClock;
+use crate::time::{Clock, Millis};
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_name = setTimeout)]
+    fn set_timeout(callback: &Closure<dyn FnMut()>, ms: f64) -> JsValue;
+    #[wasm_bindgen(js_name = clearTimeout)]
+    fn clear_timeout(id: &JsValue);
+}
+
+#[derive(Default)]
+struct SleepState {
+    fired: bool,
+    waker: Option<Waker>,
+}
+
+type Sleeper = Rc<RefCell<SleepState>>;
+
+#[derive(Default)]
+struct WakeupState {
+    fired: Cell<bool>,
+    sleepers: RefCell<Vec<Sleeper>>,
+}
+
+/// One `setTimeout` and the sleeps it ends.
+struct Wakeup {
+    id: JsValue,
+    at: Millis,
+    state: Rc<WakeupState>,
+    _callback: Closure<dyn FnMut()>,
+}
+
+impl Wakeup {
+    fn set(at: Millis, ms: Millis) -> Rc<Wakeup> {
+        let state = Rc::new(WakeupState::default());
+        let fired = state.clone();
+        let callback = Closure::new(move || {
+            fired.fired.set(true);
+            let sleepers = std::mem::take(&mut *fired.sleepers.borrow_mut());
+            for sleeper in sleepers {
+                let waker = {
+                    let mut s = sleeper.borrow_mut();
+                    s.fired = true;
+                    s.waker.take()
+                };
+                if let Some(w) = waker {
+                    w.wake();
+                }
+            }
+        });
+        let id = set_timeout(&callback, ms as f64);
+        Rc::new(Wakeup {
+            id,
+            at,
+            state,
+            _callback: callback,
+        })
+    }
+}
+
+thread_local! {
+    /// Wake-up times with sleeps on them, where timers are shared.
+    static WAKEUPS: RefCell<HashMap<Millis, Weak<Wakeup>>> = RefCell::new(HashMap::new());
+    static SHARES_TIMERS: bool = !in_workerd();
+}
+
+fn in_workerd() -> bool {
+    let navigator = Reflect::get(&js_sys::global(), &JsValue::from_str("navigator"));
+    navigator
+        .ok()
+        .filter(JsValue::is_object)
+        .and_then(|n| Reflect::get(&n, &JsValue::from_str("userAgent")).ok())
+        .and_then(|agent| agent.as_string())
+        .is_some_and(|agent| agent == "Cloudflare-Workers")
+}
+
+/// A sleep of `ms` as a future. Dropping it takes it off its timer, and a
+/// timer nobody sleeps on any more is cleared, so an abandoned wait leaves
+/// nothing scheduled in the isolate.
+pub(crate) struct Sleep {
+    sleeper: Sleeper,
+    wakeup: Rc<Wakeup>,
+    shared: bool,
+}
+
+impl Sleep {
+    pub fn new(ms: Millis) -> Self {
+        let shared = SHARES_TIMERS.with(|s| *s);
+        let wakeup = if shared {
+            let at = JsClock.now_ms().saturating_add(ms);
+            WAKEUPS.with(|w| {
+                let mut w = w.borrow_mut();
+                let set = w.get(&at).and_then(Weak::upgrade);
+                match set.filter(|t| !t.state.fired.get()) {
+                    Some(t) => t,
+                    None => {
+                        let t = Wakeup::set(at, ms);
+                        w.insert(at, Rc::downgrade(&t));
+                        t
+                    }
+                }
+            })
+        } else {
+            Wakeup::set(0, ms)
+        };
+        let sleeper = Sleeper::default();
+        wakeup.state.sleepers.borrow_mut().push(sleeper.clone());
+        Sleep {
+            sleeper,
+            wakeup,
+            shared,
+        }
+    }
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.sleeper.borrow_mut();
+        if s.fired {
+            Poll::Ready(())
+        } else {
+            s.waker = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        let t = &self.wakeup;
+        if !t.state.fired.get() {
+            let mut sleepers = t.state.sleepers.borrow_mut();
+            sleepers.retain(|s| !Rc::ptr_eq(s, &self.sleeper));
+            if sleepers.is_empty() {
+                clear_timeout(&t.id);
+            }
+        }
+        // The last sleep on a timer forgets its wake-up time.
+        if self.shared && Rc::strong_count(t) == 1 {
+            WAKEUPS.with(|w| {
+                let mut w = w.borrow_mut();
+                if w.get(&t.at)
+                    .is_some_and(|x| std::ptr::eq(x.as_ptr(), Rc::as_ptr(t)))
+                {
+                    w.remove(&t.at);
+                }
+            });
+        }
+    }
+}

@@ -2,15 +2,21 @@
 //! block of permits, and still dispatches every call at a time the gateway
 //! reserved for it on the bucket's one global timeline.
 //!
-//! Its parts: [`block`] (the permits of one refill and which are still
-//! good), [`refill`] (the single-flight request for a block), [`landing`]
-//! (what its answer changes), [`demand`]
-//! (how large a block to ask for), [`clock`] (the gateway's clock as seen from here), [`giveback`]
-//! (leases and unused times going back in batches), and [`surplus`]
-//! (noticing permits this isolate will not use while they can still serve
-//! another).
+//! Its parts: [`bucket_state`] (what it knows of one bucket), [`block`]
+//! (the permits of one refill and which are still good), [`refill`] (the
+//! single-flight request for a block), [`landing`] (what its answer
+//! changes), [`demand`] (how large a block to ask for), [`clock`] (the
+//! gateway's clock as seen from here), [`due`] (permits handed out without
+//! waiting), [`giveback`] (leases and unused times going back in batches),
+//! [`surplus`] (noticing permits this isolate will not use while they can
+//! still serve another), [`penalty`] (a provider's 429), and the kept
+//! leases of a bucket whose slots the gateway streams: [`pool`] (handing
+//! them between callers here), [`lease_pool`] (their bookkeeping),
+//! [`pool_return`] (their way back), [`hold`] (whether calls here are long
+//! enough to keep them) and [`permits`] (the permits that hold them).
 
 mod block;
+mod bucket_state;
 mod clock;
 mod demand;
 mod due;
@@ -21,6 +27,7 @@ mod lease_pool;
 mod penalty;
 mod permits;
 mod pool;
+mod pool_return;
 mod quota;
 mod refill;
 mod surplus;
@@ -36,16 +43,12 @@ use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{limits, rules_signature, PacingRule};
 use crate::rt::{abortable, AbortSignal, Runtime};
 use crate::time::Millis;
-use block::Block;
+use bucket_state::BucketState;
 use clock::ClockSync;
-use demand::DrawRate;
 use giveback::PendingBatch;
-use hold::HoldTime;
-use pool::LeasePool;
 pub use pool::IDLE_KEEP_MS;
-use quota::QuotaState;
 pub use quota::{QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS};
-use refill::{Refill, Target};
+use refill::Target;
 
 pub use clock::DEFAULT_LEAD_MS;
 pub use due::NotYet;
@@ -107,48 +110,6 @@ pub struct PermitRequest<'a> {
     pub rate_scope_token: Option<&'a str>,
     pub rules: &'a [PacingRule],
     pub signal: Option<&'a AbortSignal>,
-}
-
-/// A dissolved pool's scope (token, rules) and its leases still in calls,
-/// each with the time its slot's spacing ends.
-type DissolvedPool = (Option<String>, Vec<PacingRule>, Vec<(String, Millis)>);
-
-#[derive(Default)]
-struct BucketState {
-    block: Option<Block>,
-    waiters: u64,
-    refill: Refill,
-    clock: ClockSync,
-    draw_rate: DrawRate,
-    /// A task is watching the block for permits nobody will use.
-    watching: bool,
-    effective_rps: Option<f64>,
-    pending_successes: u64,
-    quota: QuotaState,
-    /// Kept leases, once the gateway streams this bucket's slots.
-    pool: Option<LeasePool>,
-    /// A pool the gateway stopped streaming: its scope, and the leases
-    /// still in calls, which go back when their calls end.
-    /// Each busy lease with the spacing it still owes: its slot's next
-    /// call may start no sooner than that after this one started.
-    dissolved: Option<DissolvedPool>,
-    /// How long calls here hold their lease.
-    hold: HoldTime,
-}
-
-impl BucketState {
-    /// Nothing cached, waited on or owed. Unreported successes do not
-    /// count: the gateway's rate runs on its own clock and shows them only
-    /// to people, so a bucket known only from `observe_success` may go.
-    fn is_idle(&self) -> bool {
-        self.block.is_none()
-            && self.waiters == 0
-            && self.refill.is_idle()
-            && !self.watching
-            && self.quota.is_idle()
-            && self.pool.as_ref().is_none_or(|p| p.coming() == 0)
-            && self.dissolved.is_none()
-    }
 }
 
 struct Inner {

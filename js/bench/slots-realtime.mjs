@@ -3,9 +3,10 @@
 // maxConcurrency 5}, the gateway a `GatewayCore` behind `fetchPort` with
 // 10 ms each way, each call held 300 ms at a stand-in provider that counts
 // how many it holds at once. The slots bind at 5 / 0.3 s = 16.7 calls/s.
-// Reports calls per second beside that bound, gateway round trips per call,
-// the most calls the provider held at once, the densest second, and each
-// isolate's share.
+// Runs the fleet twice, one lease per permit (the default) and with kept
+// leases, and reports for each calls per second beside that bound, gateway
+// round trips per call, the most calls the provider held at once, the
+// densest second, and each isolate's share.
 //
 //   node js/scripts/build.mjs && node js/bench/slots-realtime.mjs [seconds]
 import { densestWindow } from "../lib/metrics.mjs";
@@ -24,52 +25,55 @@ const WARMUP_MS = 3000;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const core = new GatewayCore({ windowGuardMs: 25 });
-let trips = 0;
-const fetch = async (url, init) => {
-  trips++;
-  await sleep(ONE_WAY_MS);
-  const response = await handleGatewayRequest(core, new Request(url, init));
-  const body = await response.arrayBuffer();
-  await sleep(ONE_WAY_MS);
-  return new Response(body, { status: response.status, headers: response.headers });
-};
-
-const provider = { held: 0, most: 0 };
-const dispatches = [];
-const shares = new Array(ISOLATES).fill(0);
-const start = performance.now();
-const end = start + SECONDS * 1000;
-
-async function caller(state, isolate) {
-  while (performance.now() < end) {
-    const permit = await state.acquire({ bucketId: "org:provider", rules: RULES });
-    const at = performance.now() - start;
-    provider.held++;
-    provider.most = Math.max(provider.most, provider.held);
-    dispatches.push(at);
-    if (at >= WARMUP_MS) shares[isolate]++;
-    await sleep(HOLD_MS);
-    provider.held--;
-    await permit.release();
+/** One run of the fleet, each state keeping its leases or not; returns its table row. */
+async function run(keepLeases) {
+  const core = new GatewayCore({ windowGuardMs: 25 });
+  let trips = 0;
+  const fetch = async (url, init) => {
+    trips++;
+    await sleep(ONE_WAY_MS);
+    const response = await handleGatewayRequest(core, new Request(url, init));
+    const body = await response.arrayBuffer();
+    await sleep(ONE_WAY_MS);
+    return new Response(body, { status: response.status, headers: response.headers });
+  };
+  const provider = { held: 0, most: 0 };
+  const dispatches = [];
+  const shares = new Array(ISOLATES).fill(0);
+  const start = performance.now();
+  const end = start + SECONDS * 1000;
+  async function caller(state, isolate) {
+    while (performance.now() < end) {
+      const permit = await state.acquire({ bucketId: "org:provider", rules: RULES });
+      const at = performance.now() - start;
+      provider.held++;
+      provider.most = Math.max(provider.most, provider.held);
+      dispatches.push(at);
+      if (at >= WARMUP_MS) shares[isolate]++;
+      await sleep(HOLD_MS);
+      provider.held--;
+      await permit.release();
+    }
   }
+  const isolates = Array.from(
+    { length: ISOLATES },
+    () => new GatewayRateState(fetchPort({ fetch, baseUrl: "http://gateway.invalid" }), { keepLeases }),
+  );
+  await Promise.all(isolates.flatMap((state, i) => Array.from({ length: CALLERS }, () => caller(state, i))));
+  for (const state of isolates) state.free();
+  core.free();
+  const counted = dispatches.filter((at) => at >= WARMUP_MS).length;
+  const rate = counted / (SECONDS - WARMUP_MS / 1000);
+  const mean = shares.reduce((a, b) => a + b, 0) / ISOLATES;
+  const spread = Math.max(...shares.map((n) => Math.abs(n / mean - 1)));
+  const mode = keepLeases ? "kept leases (`keepLeases: true`)" : "one lease per permit (default)";
+  return `| ${mode} | ${rate.toFixed(1)} | ${((100 * rate) / BOUND).toFixed(1)}% of ${BOUND.toFixed(1)} | ${(trips / dispatches.length).toFixed(3)} | ${provider.most} of 5 | ${densestWindow(dispatches, 1000)} of 20 | ${(100 * spread).toFixed(0)}% |`;
 }
 
-const isolates = Array.from(
-  { length: ISOLATES },
-  () => new GatewayRateState(fetchPort({ fetch, baseUrl: "http://gateway.invalid" })),
-);
-await Promise.all(isolates.flatMap((state, i) => Array.from({ length: CALLERS }, () => caller(state, i))));
-
-const counted = dispatches.filter((at) => at >= WARMUP_MS).length;
-const rate = counted / (SECONDS - WARMUP_MS / 1000);
-const mean = shares.reduce((a, b) => a + b, 0) / ISOLATES;
-const spread = Math.max(...shares.map((n) => Math.abs(n / mean - 1)));
+const rows = [];
+for (const keepLeases of [false, true]) rows.push(await run(keepLeases));
 console.log(
-  "| calls/s | share of the slot bound | round trips / call | most held at once | densest 1 s | widest isolate share from equal |",
+  "| leases | calls/s | share of the slot bound | round trips / call | most held at once | densest 1 s | widest isolate share from equal |",
 );
-console.log("|---|---|---|---|---|---|");
-console.log(
-  `| ${rate.toFixed(1)} | ${((100 * rate) / BOUND).toFixed(1)}% of ${BOUND.toFixed(1)} | ${(trips / dispatches.length).toFixed(3)} | ${provider.most} of 5 | ${densestWindow(dispatches, 1000)} of 20 | ${(100 * spread).toFixed(0)}% |`,
-);
-for (const state of isolates) state.free();
+console.log("|---|---|---|---|---|---|---|");
+for (const row of rows) console.log(row);

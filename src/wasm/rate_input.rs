@@ -34,6 +34,15 @@ export interface PacerOptions {
   releaseLingerMs?: number;
   schedulerSchema?: string;
   /**
+   * Keep concurrency leases and hand them between this state's callers without a gateway round
+   * trip per call (default false). Pays when calls hold a slot about as long as the rule's
+   * spacing per slot, `windowMs / floor(requestsPerWindow / maxConcurrency)`, or longer; the
+   * state goes back to one lease per permit when its calls are shorter. Opt-in: while a
+   * provider's 429s cut the bucket's rate, kept leases keep their old spacing until their next
+   * renewal (up to 4 s).
+   */
+  keepLeases?: boolean;
+  /**
    * A Worker's `ctx.waitUntil.bind(ctx)`: every background flush this state starts (released
    * leases, returned times, refills) is registered with it, so the request's end does not cut
    * one off. Give it to a state made per request; a state kept across requests takes it from
@@ -79,6 +88,7 @@ pub(crate) fn pacer_options(options: &JsValue) -> Result<(PacerOptions, Option<F
         "maxWaitMs",
         "releaseLingerMs",
         "schedulerSchema",
+        "keepLeases",
         "waitUntil",
     ])?;
     let millis = |key: &str| o.opt_integer(key, MAX_SAFE_INTEGER);
@@ -89,7 +99,7 @@ pub(crate) fn pacer_options(options: &JsValue) -> Result<(PacerOptions, Option<F
         scheduler_schema: o
             .opt_string("schedulerSchema", limits::MAX_ID_BYTES)?
             .or(d.scheduler_schema),
-        keep_leases: d.keep_leases,
+        keep_leases: o.opt_bool("keepLeases")?.unwrap_or(d.keep_leases),
     };
     Ok((options, o.opt_function("waitUntil")?))
 }

@@ -67,73 +67,31 @@ impl AdaptiveRate {
         self.trust_us = 0;
         let memory = self.memory.unwrap_or(rate);
         let w_max = self.curve.as_ref().map_or(f64::INFINITY, |c| c.w_max);
-        let probing = self.is_probing();
         let near_plateau = self.curve.is_some() && rate >= PROBE_ZONE * w_max;
         // Taking under `PAUSE_SHARE` of what it took before the run, the
         // provider is refusing almost everything: an outage, or a limit that
         // fell far, which only the pause's probe tells apart.
         let collapsed = accepted.filter(|&a| a < PAUSE_SHARE * memory);
-        let accepted = accepted.filter(|_| collapsed.is_none());
-        if near_plateau && !probing && collapsed.is_none() {
+        let goes_on = match (collapsed, accepted) {
+            (Some(_), _) => None,
             // Refused while holding: the limit drifted down a little.
-            let read = accepted.unwrap_or(f64::INFINITY);
-            self.curve = Some(Curve::from(
-                (rate * DRIFT_BETA).min(read * READ_BETA),
-                (rate * DRIFT_PLATEAU).min(read * READ_PLATEAU),
-                RECOVERY_S,
-            ));
+            _ if near_plateau && !self.is_probing() => Some(self.drift_step(rate, accepted)),
+            _ if near_plateau => Some(self.failed_probe(now, granted_until, rate, w_max, accepted)),
+            // The provider still takes a good share: its limit fell to what
+            // it took. Go just under it; the fleet goes on at once.
+            (None, Some(read)) => Some(self.under_reading(read)),
+            (None, None) => None,
+        };
+        if let Some(curve) = goes_on {
+            self.curve = Some(curve);
             self.credited_until = self.credited_until.max(now);
             return false;
         }
-        let (start, plateau, k) = if let Some(read) = collapsed {
-            (read * READ_BETA, read * READ_PLATEAU, RECOVERY_S)
-        } else if near_plateau {
-            // The limit lies between the plateau held before the probe and
-            // the rate refused: back to the lower of the two, and hold.
-            // The 429 answers permits granted a lead earlier (the time
-            // grants run ahead, plus a call): the probe's rate then
-            // is what the provider refused, and more than the plateau when
-            // the limit rose while the rate held.
-            let lead = granted_until
-                .saturating_sub(now)
-                .saturating_add(MATURITY_US / 2);
-            let then = self.curve.as_ref().map_or(rate, |c| {
-                c.rate_at(c.elapsed_us.saturating_sub(lead), self.cap)
-            });
-            self.curve = Some(match accepted {
-                // What it took then is the limit; a reading low by the
-                // permits a client dropped still leaves the plateau it took.
-                Some(read) => Curve::from(
-                    (read * READ_BETA).max(w_max * PROBE_BETA),
-                    (read * READ_PLATEAU).max(w_max),
-                    HOLD_S,
-                ),
-                None => {
-                    let start = (then * PROBE_BETA).max(w_max).min(rate * PROBE_BETA);
-                    Curve::from(start, start, HOLD_S)
-                }
-            });
-            self.credited_until = self.credited_until.max(now);
-            return false;
-        } else if let Some(read) = accepted.filter(|&a| a >= PAUSE_SHARE * memory) {
-            // The provider still takes a good share: its limit fell to what
-            // it took. Go just under it; the fleet goes on at once.
-            self.curve = Some(Curve::from(
-                (read * READ_BETA).max(self.floor()),
-                read * READ_PLATEAU,
-                RECOVERY_S,
-            ));
-            self.credited_until = self.credited_until.max(now);
-            return false;
-        } else if self.curve.is_some() && rate < w_max {
-            // Refused short of the plateau: the limit fell again, so the
-            // next plateau sits lower too (CUBIC's fast convergence).
-            let beta = BETA;
-            (rate * beta, rate * (1.0 + beta) / 2.0, RECOVERY_S)
-        } else {
-            (rate * BETA, rate * PLATEAU, RECOVERY_S)
-        };
         self.credited_until = self.credited_until.max(now.saturating_add(cooldown_us));
+        let start = match collapsed {
+            Some(read) => read * READ_BETA,
+            None => rate * BETA,
+        };
         if start < PAUSE_SHARE * memory && !self.resumed {
             self.curve = (memory < self.cap).then(|| Curve::holding(memory));
             self.pause = Some(Pause {
@@ -142,9 +100,73 @@ impl AdaptiveRate {
             });
             return true;
         }
-        let floor = self.floor();
-        self.curve = Some(Curve::from(start.max(floor), plateau, k));
+        self.curve = Some(match collapsed {
+            Some(read) => self.under_reading(read),
+            // Refused short of the plateau: the limit fell again, so the
+            // next plateau sits lower too (CUBIC's fast convergence).
+            None if self.curve.is_some() && rate < w_max => Curve::from(
+                (rate * BETA).max(self.floor()),
+                rate * (1.0 + BETA) / 2.0,
+                RECOVERY_S,
+            ),
+            None => Curve::from((rate * BETA).max(self.floor()), rate * PLATEAU, RECOVERY_S),
+        });
         true
+    }
+
+    /// Just under what the provider took, climbing back to it.
+    fn under_reading(&self, read: f64) -> Curve {
+        Curve::from(
+            (read * READ_BETA).max(self.floor()),
+            read * READ_PLATEAU,
+            RECOVERY_S,
+        )
+    }
+
+    /// A 429 while holding near the plateau: a step down, bounded by what
+    /// the provider took.
+    fn drift_step(&self, rate: f64, accepted: Option<f64>) -> Curve {
+        let read = accepted.unwrap_or(f64::INFINITY);
+        Curve::from(
+            (rate * DRIFT_BETA).min(read * READ_BETA),
+            (rate * DRIFT_PLATEAU).min(read * READ_PLATEAU),
+            RECOVERY_S,
+        )
+    }
+
+    /// A 429 above the plateau. The limit lies between the plateau held
+    /// before the probe and the rate refused: back to the lower of the two,
+    /// and hold. The 429 answers permits granted a lead earlier (the time
+    /// grants run ahead, plus a call): the probe's rate then is what the
+    /// provider refused, and more than the plateau when the limit rose
+    /// while the rate held.
+    fn failed_probe(
+        &self,
+        now: Micros,
+        granted_until: Micros,
+        rate: f64,
+        w_max: f64,
+        accepted: Option<f64>,
+    ) -> Curve {
+        let lead = granted_until
+            .saturating_sub(now)
+            .saturating_add(MATURITY_US / 2);
+        let then = self.curve.as_ref().map_or(rate, |c| {
+            c.rate_at(c.elapsed_us.saturating_sub(lead), self.cap)
+        });
+        match accepted {
+            // What it took then is the limit; a reading low by the permits
+            // a client dropped still leaves the plateau it took.
+            Some(read) => Curve::from(
+                (read * READ_BETA).max(w_max * PROBE_BETA),
+                (read * READ_PLATEAU).max(w_max),
+                HOLD_S,
+            ),
+            None => {
+                let start = (then * PROBE_BETA).max(w_max).min(rate * PROBE_BETA);
+                Curve::from(start, start, HOLD_S)
+            }
+        }
     }
 
     /// A 429 during a pause: the probe failed; the next waits a cooldown.

@@ -1,3 +1,5 @@
+//! How a provider's 429 moves the adaptive rate.
+//!
 //! A 429 is read first by what the provider accepted in the second before
 //! it (the gateway's count of grants less the 429s reported, see
 //! `throughput`): when that is clearly under the rate refused, it is the
@@ -9,11 +11,15 @@
 //!   the rate refused. The 429 answers a permit granted a lead earlier
 //!   (grants run ahead of dispatch), so the rate goes to `PROBE_BETA` of
 //!   the curve's rate then, at least the plateau and at most `PROBE_BETA`
-//!   of the rate now, and holds for `HOLD_S`. The fleet does not stop: the
-//!   cut is the answer, and only the refused call waits its `Retry-After`.
+//!   of the rate now, and holds for `HOLD_S` (`RECOVERY_S` when the
+//!   reading shows the provider took clearly more than that plateau: the
+//!   limit is rising). The fleet does not stop: the cut is the answer, and
+//!   only the refused call waits its `Retry-After`.
 //! - holding near the plateau: the limit drifted down. Step down to
 //!   `DRIFT_BETA`, climb back to `DRIFT_PLATEAU` of the refused rate over
-//!   `RECOVERY_S`, again without stopping the fleet.
+//!   `RECOVERY_S`, again without stopping the fleet. A step soon after a
+//!   step, to less than the plateau the last one set, shows the limit
+//!   falling: the rate goes on down as fast over `FALL_S`.
 //! - anywhere else (at the cap, or well under the plateau): the limit fell
 //!   by an unknown amount. AWS SDK adaptive retry's deep cut of 0.7 (`BETA`),
 //!   back to a plateau just under the refused rate over `RECOVERY_S` (lower
@@ -24,7 +30,18 @@ use super::{
     AdaptiveRate, Curve, Pause, BETA, DRIFT_BETA, DRIFT_PLATEAU, HOLD_S, MATURITY_US, PAUSE_SHARE,
     PLATEAU, PROBE_BETA, PROBE_ZONE, READ_BETA, READ_PLATEAU, RECOVERY_S, RUN_BREAK_US,
 };
+use crate::gateway::leash::FIRST_STEP;
 use crate::gateway::timeline::Micros;
+
+/// A limit seen falling is followed down over this long.
+pub(crate) const FALL_S: f64 = 8.0;
+/// Followed at most this share down.
+const MAX_FALL: f64 = 0.25;
+/// A cut that started at least this share of the rate it refused was a
+/// step, not a deep cut.
+const STEP_SHARE: f64 = 0.8;
+/// Two steps this far apart (in credited seconds) or closer show a trend.
+const TREND_S: f64 = 8.0;
 
 impl AdaptiveRate {
     /// The provider pushed back at the current rate at `now`, asking for a
@@ -124,14 +141,38 @@ impl AdaptiveRate {
     }
 
     /// A 429 while holding near the plateau: a step down, bounded by what
-    /// the provider took.
+    /// the provider took. When the limit is seen falling, the step goes on
+    /// falling as fast over the next `FALL_S`: each step the provider
+    /// refuses costs a 429 (more at a longer horizon, whose blocks went out
+    /// at the rate before it), so a limit sliding down is better followed
+    /// than met.
     fn drift_step(&self, rate: f64, accepted: Option<f64>) -> Curve {
         let read = accepted.unwrap_or(f64::INFINITY);
-        Curve::from(
-            (rate * DRIFT_BETA).min(read * READ_BETA),
-            (rate * DRIFT_PLATEAU).min(read * READ_PLATEAU),
-            RECOVERY_S,
-        )
+        let start = (rate * DRIFT_BETA).min(read * READ_BETA);
+        let plateau = (rate * DRIFT_PLATEAU).min(read * READ_PLATEAU);
+        match self.falling_rps_per_s(read, plateau) {
+            Some(fall) => Curve::between(
+                start,
+                (plateau - fall * FALL_S).max(plateau * (1.0 - MAX_FALL)),
+                FALL_S,
+            ),
+            None => Curve::from(start, plateau, RECOVERY_S),
+        }
+    }
+
+    /// How fast the limit fell since the last cut, in requests per second
+    /// each second, when this step follows closely on a step (not a deep
+    /// cut: after one the plateaus say how far the guess was off, not how
+    /// the limit moves) and the provider now takes less than the plateau
+    /// that step set. A reading errs by a call either way, so one reading
+    /// alone is no trend: the plateau before says where the limit was.
+    fn falling_rps_per_s(&self, read: f64, plateau: f64) -> Option<f64> {
+        let c = self.curve.as_ref()?;
+        let since_s = c.elapsed_us as f64 / 1e6;
+        let after_a_step = c.rate_at(0, self.cap) >= STEP_SHARE * self.leash.refused;
+        let took_less = read * READ_PLATEAU < c.w_max;
+        (after_a_step && took_less && since_s <= TREND_S)
+            .then(|| (c.w_max - plateau).max(0.0) / since_s.max(1.0))
     }
 
     /// A 429 above the plateau. The limit lies between the plateau held
@@ -157,10 +198,16 @@ impl AdaptiveRate {
         match accepted {
             // What it took then is the limit; a reading low by the permits
             // a client dropped still leaves the plateau it took.
+            // A reading clearly past that plateau shows the limit rising:
+            // the next probe comes after a recovery, not a hold.
             Some(read) => Curve::from(
                 (read * READ_BETA).max(w_max * PROBE_BETA),
                 (read * READ_PLATEAU).max(w_max),
-                HOLD_S,
+                if read * READ_PLATEAU > w_max * (1.0 + FIRST_STEP) {
+                    RECOVERY_S
+                } else {
+                    HOLD_S
+                },
             ),
             None => {
                 let start = (then * PROBE_BETA).max(w_max).min(rate * PROBE_BETA);

@@ -353,3 +353,21 @@ fn a_failed_probe_whose_reading_shows_the_limit_rising_probes_again_after_a_reco
         );
     }
 }
+
+#[test]
+fn readings_coming_down_to_a_limit_after_an_overshoot_are_not_taken_for_a_falling_limit() {
+    // A rule of 25 against a provider that takes 15: the first readings
+    // err high (calls in flight at 25/s) and come down 17, 16, 15.
+    let mut a = AdaptiveRate::new(25.0);
+    let mut t = S;
+    let mut refused = 25.0;
+    for read in [17.0, 16.0, 15.0] {
+        refused = a.rate();
+        assert!(!a.cut(t, S, 0, Some(read)), "the fleet goes on");
+        t = run_for(&mut a, t, 1);
+    }
+    let c = a.curve.as_ref().unwrap();
+    assert_eq!(c.k, RECOVERY_S, "a step, not a fall");
+    let plateau = (refused * DRIFT_PLATEAU).min(15.0 * READ_PLATEAU);
+    assert!(close(c.w_max, plateau), "{} for {plateau}", c.w_max);
+}

@@ -161,15 +161,20 @@ impl AdaptiveRate {
     }
 
     /// How fast the limit fell since the last cut, in requests per second
-    /// each second, when this step follows closely on a step (not a deep
-    /// cut: after one the plateaus say how far the guess was off, not how
-    /// the limit moves) and the provider now takes less than the plateau
-    /// that step set. A reading errs by a call either way, so one reading
-    /// alone is no trend: the plateau before says where the limit was.
+    /// each second, when this step follows closely on a step and the
+    /// provider now takes less than the plateau that step set. Not after a
+    /// deep cut, nor in a run of cuts that began more than a deep cut above
+    /// (a rate that overshot by far reads high for a second or two, so
+    /// its readings come down to the limit as a falling limit's would):
+    /// there the plateaus say how far the guess was off, not how the limit
+    /// moves.
     fn falling_rps_per_s(&self, read: f64, plateau: f64) -> Option<f64> {
         let c = self.curve.as_ref()?;
         let since_s = c.elapsed_us as f64 / 1e6;
-        let after_a_step = c.rate_at(0, self.cap) >= STEP_SHARE * self.leash.refused;
+        let after_a_step = c.rate_at(0, self.cap) >= STEP_SHARE * self.leash.refused
+            && self
+                .memory
+                .is_none_or(|before_run| self.leash.refused >= BETA * before_run);
         let took_less = read * READ_PLATEAU < c.w_max;
         (after_a_step && took_less && since_s <= TREND_S)
             .then(|| (c.w_max - plateau).max(0.0) / since_s.max(1.0))

@@ -8,10 +8,10 @@ use std::time::Instant;
 
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
-    fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, per_request_state,
-    provider_outage, ramp, saturated, shape_figures, slot_bound, sparse, time_to_reach,
-    DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS,
-    SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
+    fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, overstated_rule,
+    per_request_state, provider_outage, ramp, saturated, shape_figures, slot_bound, sparse,
+    time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS,
+    PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -247,6 +247,24 @@ fn main() {
                     "429s {:.2}%; accepted {:.1}% of the true limit",
                     r.rejection_share(0, 240_000) * 100.0,
                     r.accepted_between(0, 240_000) as f64 / allowed as f64 * 100.0
+                )
+            },
+        );
+        row(
+            "rule 25/s, true limit 15/s (the demo's case), 8 isolates x 2 callers, 60 s",
+            h,
+            &overstated_rule(h),
+            |r| {
+                let lowest = r
+                    .effective_rps
+                    .iter()
+                    .filter(|&&(t, _)| t >= 5_000)
+                    .map(|&(_, rps)| rps)
+                    .fold(f64::INFINITY, f64::min);
+                format!(
+                    "accepted {:.1}% of 15/s; 429s {:.2}%; lowest effective rate after 5 s {lowest:.1}/s",
+                    accepted_rps(r, 0, 60_000) / 15.0 * 100.0,
+                    r.rejection_share(0, 60_000) * 100.0,
                 )
             },
         );

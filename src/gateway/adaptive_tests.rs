@@ -1,3 +1,4 @@
+use super::cut::FALL_S;
 use super::*;
 use crate::gateway::leash::FIRST_STEP;
 
@@ -305,4 +306,68 @@ fn a_probe_steps_past_the_accepted_rate_by_a_share_that_doubles_with_each_step_a
     }
     assert!(steps[1] <= steps[0] * 1.2, "a small first step: {steps:?}");
     assert_eq!(steps[6], 20.0, "a limit that rose is found: {steps:?}");
+}
+
+#[test]
+fn a_limit_seen_falling_step_after_step_is_followed_down_and_a_step_after_a_deep_cut_is_not() {
+    let step_down = |first: Option<f64>| {
+        let mut a = AdaptiveRate::new(20.0);
+        a.cut(S, S, 0, first);
+        let t = run_for(&mut a, 2 * S, 2);
+        let rate = a.rate();
+        assert!(!a.cut(t, S, 0, Some(rate - 1.0)), "the fleet goes on");
+        let plateau = (rate * DRIFT_PLATEAU).min((rate - 1.0) * READ_PLATEAU);
+        (a, plateau)
+    };
+    // A step (to what the provider took at the cap), then one more down two
+    // seconds later: the limit falls, and the rate goes on falling.
+    let (mut a, plateau) = step_down(Some(19.0));
+    let c = a.curve.as_ref().unwrap();
+    assert_eq!(c.k, FALL_S);
+    assert!(c.w_max < plateau - 1.0, "{} under {plateau}", c.w_max);
+    assert!(c.w_max >= 0.75 * plateau, "{}", c.w_max);
+    let start = a.rate();
+    run_for(&mut a, 10 * S, 2);
+    assert!(a.rate() < start, "falling: {} from {start}", a.rate());
+    // After a deep cut the plateaus say how far the guess was off: a step
+    // down is only a step.
+    let (a, plateau) = step_down(None);
+    let c = a.curve.as_ref().unwrap();
+    assert_eq!(c.k, RECOVERY_S);
+    assert!(close(c.w_max, plateau), "{} for {plateau}", c.w_max);
+}
+
+#[test]
+fn a_failed_probe_whose_reading_shows_the_limit_rising_probes_again_after_a_recovery_not_a_hold() {
+    for (over, k) in [(1.2, RECOVERY_S), (1.0, HOLD_S)] {
+        let mut a = AdaptiveRate::new(20.0);
+        a.cut(S, S, 0, Some(8.0));
+        let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 + 4);
+        let plateau = 8.0 * READ_PLATEAU;
+        assert!(a.rate() > plateau * over, "probing: {}", a.rate());
+        assert!(!a.cut(t, S, 0, Some(plateau * over)));
+        assert_eq!(
+            a.curve.as_ref().unwrap().k,
+            k,
+            "taken {over} of the plateau"
+        );
+    }
+}
+
+#[test]
+fn readings_coming_down_to_a_limit_after_an_overshoot_are_not_taken_for_a_falling_limit() {
+    // A rule of 25 against a provider that takes 15: the first readings
+    // err high (calls in flight at 25/s) and come down 17, 16, 15.
+    let mut a = AdaptiveRate::new(25.0);
+    let mut t = S;
+    let mut refused = 25.0;
+    for read in [17.0, 16.0, 15.0] {
+        refused = a.rate();
+        assert!(!a.cut(t, S, 0, Some(read)), "the fleet goes on");
+        t = run_for(&mut a, t, 1);
+    }
+    let c = a.curve.as_ref().unwrap();
+    assert_eq!(c.k, RECOVERY_S, "a step, not a fall");
+    let plateau = (refused * DRIFT_PLATEAU).min(15.0 * READ_PLATEAU);
+    assert!(close(c.w_max, plateau), "{} for {plateau}", c.w_max);
 }

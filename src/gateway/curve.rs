@@ -18,9 +18,15 @@ pub(crate) struct Curve {
 }
 
 impl Curve {
-    /// A curve that now stands at `rate` and reaches `w_max` in `k` seconds.
+    /// A curve that now stands at `rate` and climbs to `w_max` (at least
+    /// `rate`) in `k` seconds.
     pub fn from(rate: f64, w_max: f64, k: f64) -> Self {
-        let w_max = w_max.max(rate);
+        Curve::between(rate, w_max.max(rate), k)
+    }
+
+    /// A curve that now stands at `rate` and reaches `w_max` in `k` seconds,
+    /// climbing or, for a plateau under `rate`, falling (fastest at first).
+    pub fn between(rate: f64, w_max: f64, k: f64) -> Self {
         Curve {
             w_max,
             k,

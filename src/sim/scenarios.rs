@@ -261,6 +261,18 @@ pub fn drifting_limit_at(offset_ms: Millis) -> u64 {
     (20.0 * (0.65 + 0.35 * phase.sin())).round() as u64
 }
 
+/// The demo's case: clients told 25 req/s by a provider that takes 15, and
+/// few callers (8 isolates x 2), one minute.
+pub fn overstated_rule(horizon_ms: Millis) -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
+    c.isolates = 8;
+    c.callers_per_isolate = 2;
+    c.rule = PacingRule::new(25, 1_000);
+    c.true_limit = vec![(0, 15)];
+    c.duration_ms = 60_000;
+    c
+}
+
 /// The provider refuses 1% of calls at random though the fleet stays well
 /// under its limit (40 req/s against the configured 20).
 pub fn noisy_provider(horizon_ms: Millis) -> FleetConfig {

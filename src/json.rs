@@ -270,11 +270,13 @@ impl<'a> Fields<'a> {
         let Some(object) = self.opt_object(field)? else {
             return Ok(Default::default());
         };
-        object
-            .map
-            .keys()
-            .map(|k| Ok((k.clone(), object.integer(k, 0, u64::MAX)?)))
-            .collect()
+        // Inserted one by one: collecting into a map sorts the pairs first,
+        // with a sort of its own in the wasm build.
+        let mut counters = std::collections::BTreeMap::new();
+        for k in object.map.keys() {
+            counters.insert(k.clone(), object.integer(k, 0, u64::MAX)?);
+        }
+        Ok(counters)
     }
 
     /// A list of non-empty strings.

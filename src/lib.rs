@@ -14,6 +14,7 @@ pub mod protocol;
 pub mod rt;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+mod sort;
 pub mod time;
 
 #[cfg(target_arch = "wasm32")]

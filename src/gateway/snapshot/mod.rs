@@ -201,7 +201,7 @@ impl GatewayCore {
         self.meta_body(&mut w);
         let mut record = Writer(Vec::new());
         let mut buckets: Vec<_> = self.buckets.iter().collect();
-        buckets.sort_by(|a, b| a.0.cmp(b.0));
+        crate::sort::heap_sort_by(&mut buckets, |a, b| a.0 < b.0);
         w.uint(buckets.len() as u64);
         for (id, bucket) in buckets {
             w.str(id);
@@ -211,7 +211,7 @@ impl GatewayCore {
             w.bytes(&record.0);
         }
         let mut ledgers: Vec<_> = self.ledgers.iter().collect();
-        ledgers.sort_by(|a, b| a.0.cmp(b.0));
+        crate::sort::heap_sort_by(&mut ledgers, |a, b| a.0 < b.0);
         w.uint(ledgers.len() as u64);
         for (id, ledger) in ledgers {
             w.str(id);

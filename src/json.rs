@@ -35,6 +35,12 @@ pub(crate) fn quote(value: &Value) -> String {
     format!("{}…", &text[..cut])
 }
 
+/// `text` as a JSON string, for a message (core's `{:?}` would add its own
+/// escaping code and Unicode tables to the wasm).
+pub(crate) fn quoted(text: &str) -> String {
+    Value::from(text).to_string()
+}
+
 /// A number as JSON writes it. Formatting floats through serde_json keeps
 /// core's float formatter (some 15 KB of wasm) out of the build.
 pub(crate) fn number_text(x: f64) -> String {

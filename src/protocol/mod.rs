@@ -86,5 +86,11 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value> {
 }
 
 pub fn encode<M: Serialize>(message: &M) -> String {
-    serde_json::to_string(message).expect("protocol messages always serialize")
+    match serde_json::to_string(message) {
+        Ok(text) => text,
+        // Not `expect`: that would format serde_json's error, and with it
+        // core's string escaping, into the wasm for a case that cannot
+        // happen (every message's map keys are strings).
+        Err(_) => unreachable!("protocol messages always serialize"),
+    }
 }

@@ -15,7 +15,7 @@ pub trait Decode: Sized {
 
 /// Parses `text` as JSON and decodes a `T` from it.
 pub fn decode_text<T: Decode>(text: &[u8]) -> Result<T> {
-    let value: Value = serde_json::from_slice(text)
+    let value = crate::json_parse::parse(text)
         .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
     T::from_value(&value)
 }

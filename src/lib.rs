@@ -10,6 +10,7 @@ pub mod error;
 pub mod gateway;
 pub mod governor;
 pub mod json;
+mod json_parse;
 pub mod protocol;
 pub mod rt;
 #[cfg(any(test, feature = "sim"))]

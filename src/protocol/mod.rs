@@ -82,7 +82,8 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value> {
             limits::MAX_BODY_BYTES
         )));
     }
-    serde_json::from_slice(body).map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))
+    crate::json_parse::parse(body)
+        .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))
 }
 
 pub fn encode<M: Serialize>(message: &M) -> String {

@@ -9,8 +9,10 @@
 //  - Node: a fresh process compiles the .wasm, instantiates it (initSync)
 //    and takes and releases its first permit (median of the runs, each
 //    phase timed with performance.now()).
-// Runs alternate between the two packages so load on the machine falls on
-// both alike.
+// A Worker that does not import paceline, timed the same way, gives
+// workerd's own first-request cost, the floor under the module's figures.
+// Runs alternate between the packages so load on the machine falls on all
+// alike.
 // Usage: node js/bench/cold-start.mjs [--baseline DIR] [--runs N]
 //   (after node js/scripts/build.mjs)
 import { execFileSync } from "node:child_process";
@@ -43,6 +45,8 @@ export default {
   },
 };`;
 
+const emptySource = `export default { fetch() { return new Response("ok"); } };`;
+
 // Runs in a fresh Node process: argv[1] is the package directory.
 const nodeProbe = `
 const t0 = performance.now();
@@ -71,6 +75,9 @@ async function timeIt(fn) {
 const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));
 const probePath = join(work, "probe.mjs");
 writeFileSync(probePath, probeSource);
+const emptyPath = join(work, "empty.mjs");
+writeFileSync(emptyPath, emptySource);
+const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [] };
 for (const p of packages) {
   p.options = await bundleWorker(probePath, p.dir);
   p.workerd = [];
@@ -80,20 +87,25 @@ for (const p of packages) {
   p.size = `${statSync(join(p.dir, "paceline_bg.wasm")).size} B raw, ${gzipSync(wasm, { level: 9 }).length} B gzip -9`;
 }
 
+async function inWorkerd(p) {
+  const mf = new Miniflare(p.options);
+  await mf.ready;
+  const get = (url) => timeIt(async () => (await mf.dispatchFetch(url)).text());
+  const first = await get("http://probe/");
+  const firstPermit = await get("http://probe/?permit");
+  const warm = [];
+  for (let j = 0; j < 3; j++) warm.push(await get("http://probe/"));
+  const warmPermit = [];
+  for (let j = 0; j < 3; j++) warmPermit.push(await get("http://probe/?permit"));
+  await mf.dispose();
+  p.workerd.push(first - median(warm));
+  p.workerdPermit.push(firstPermit - median(warmPermit));
+}
+
 for (let i = 0; i < runs; i++) {
+  await inWorkerd(empty);
   for (const p of packages) {
-    const mf = new Miniflare(p.options);
-    await mf.ready;
-    const get = (url) => timeIt(async () => (await mf.dispatchFetch(url)).text());
-    const first = await get("http://probe/");
-    const firstPermit = await get("http://probe/?permit");
-    const warm = [];
-    for (let j = 0; j < 3; j++) warm.push(await get("http://probe/"));
-    const warmPermit = [];
-    for (let j = 0; j < 3; j++) warmPermit.push(await get("http://probe/?permit"));
-    await mf.dispose();
-    p.workerd.push(first - median(warm));
-    p.workerdPermit.push(firstPermit - median(warmPermit));
+    await inWorkerd(p);
 
     const out = JSON.parse(
       execFileSync(process.execPath, ["--input-type=module", "-e", nodeProbe, p.dir], { encoding: "utf8" }),
@@ -110,6 +122,7 @@ console.log(`| module | ${packages.map((p) => p.size).join(" | ")} |`);
 const row = (label, pick) => console.log(`| ${label} | ${packages.map((p) => f(median(pick(p)))).join(" | ")} |`);
 row("workerd: cold start, first request (a new LocalRateState) less a warm one", (p) => p.workerd);
 row("workerd: first acquire + release less a warm one", (p) => p.workerdPermit);
+console.log(`| workerd: the same first request to a Worker without paceline | ${f(median(empty.workerd))} |`);
 row("Node: compile the .wasm", (p) => p.node.compile);
 row("Node: instantiate (initSync) + a new LocalRateState", (p) => p.node.instantiate);
 row("Node: cold start, compile + instantiate", (p) => p.node.total);

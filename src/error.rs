@@ -109,7 +109,7 @@ impl fmt::Debug for HostCause {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct Error {
     pub code: ErrorCode,
     pub message: String,
@@ -157,6 +157,26 @@ impl Error {
     pub fn with_detail(mut self, detail: Detail) -> Self {
         self.detail = Some(detail);
         self
+    }
+}
+
+/// Written out rather than derived: a derived one quotes the message with
+/// core's string escaping, kilobytes of wasm (with its Unicode tables) for
+/// output that only a failed test or a panic shows.
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Error({}: {}", self.code, self.message)?;
+        match &self.detail {
+            None => {}
+            Some(Detail::Budget {
+                key,
+                observed,
+                limit,
+            }) => write!(f, "; budget {key}: {observed} of {limit}")?,
+            Some(Detail::Cooldown { until_ms }) => write!(f, "; cooling down until {until_ms}")?,
+            Some(Detail::Cause(_)) => f.write_str("; with a host cause")?,
+        }
+        f.write_str(")")
     }
 }
 

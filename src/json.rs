@@ -15,7 +15,7 @@ pub trait Decode: Sized {
 
 /// Parses `text` as JSON and decodes a `T` from it.
 pub fn decode_text<T: Decode>(text: &[u8]) -> Result<T> {
-    let value: Value = serde_json::from_slice(text)
+    let value = crate::json_parse::parse(text)
         .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))?;
     T::from_value(&value)
 }
@@ -33,6 +33,12 @@ pub(crate) fn quote(value: &Value) -> String {
         cut -= 1;
     }
     format!("{}…", &text[..cut])
+}
+
+/// `text` as a JSON string, for a message (core's `{:?}` would add its own
+/// escaping code and Unicode tables to the wasm).
+pub(crate) fn quoted(text: &str) -> String {
+    Value::from(text).to_string()
 }
 
 /// A number as JSON writes it. Formatting floats through serde_json keeps
@@ -270,11 +276,13 @@ impl<'a> Fields<'a> {
         let Some(object) = self.opt_object(field)? else {
             return Ok(Default::default());
         };
-        object
-            .map
-            .keys()
-            .map(|k| Ok((k.clone(), object.integer(k, 0, u64::MAX)?)))
-            .collect()
+        // Inserted one by one: collecting into a map sorts the pairs first,
+        // with a sort of its own in the wasm build.
+        let mut counters = std::collections::BTreeMap::new();
+        for k in object.map.keys() {
+            counters.insert(k.clone(), object.integer(k, 0, u64::MAX)?);
+        }
+        Ok(counters)
     }
 
     /// A list of non-empty strings.

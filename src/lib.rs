@@ -10,10 +10,12 @@ pub mod error;
 pub mod gateway;
 pub mod governor;
 pub mod json;
+mod json_parse;
 pub mod protocol;
 pub mod rt;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+mod sort;
 pub mod time;
 
 #[cfg(target_arch = "wasm32")]

@@ -12,14 +12,14 @@ export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../.."
 export const pkgDir = join(repoRoot, "pkg");
 
 /**
- * Installs the built pkg/ as `node_modules/paceline` in a fresh folder (as
+ * Installs the built package (`pkg`, by default pkg/) as `node_modules/paceline` in a fresh folder (as
  * `npm install ./pkg` would, by link), bundles `entryPath` there, and
  * returns Miniflare options for the result.
  */
-export async function bundleWorker(entryPath) {
+export async function bundleWorker(entryPath, pkg = pkgDir) {
   const work = mkdtempSync(join(tmpdir(), "paceline-worker-"));
   mkdirSync(join(work, "node_modules"));
-  symlinkSync(pkgDir, join(work, "node_modules", "paceline"), "dir");
+  symlinkSync(pkg, join(work, "node_modules", "paceline"), "dir");
   const out = join(work, "out");
   const entryName = basename(entryPath);
   copyFileSync(entryPath, join(work, entryName));
@@ -33,7 +33,7 @@ export async function bundleWorker(entryPath) {
     external: ["*.wasm"],
     logLevel: "warning",
   });
-  copyFileSync(join(pkgDir, "paceline_bg.wasm"), join(out, "paceline_bg.wasm"));
+  copyFileSync(join(pkg, "paceline_bg.wasm"), join(out, "paceline_bg.wasm"));
   return {
     modules: true,
     scriptPath: join(out, "worker.mjs"),

@@ -56,8 +56,7 @@ fn describe(body: &[u8], what: &str) -> String {
         end -= 1;
     }
     let ellipsis = if end < text.len() { "…" } else { "" };
-    let excerpt = serde_json::to_string(&format!("{}{ellipsis}", &text[..end]))
-        .expect("a string always serializes");
+    let excerpt = crate::json::quoted(&format!("{}{ellipsis}", &text[..end]));
     format!("a body {what}: {excerpt}")
 }
 

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::GatewayCore;
 use crate::error::{Error, ErrorCode, Result};
+use crate::json::quoted;
 use crate::protocol::{
     decode, encode, AcquireRequest, ChargeRequest, Endpoint, ErrorBody, ObserveRequest,
     PenalizeRequest, ReleaseRequest, Route, BUCKET_VIEW_PREFIX,
@@ -105,12 +106,6 @@ fn call<E: Endpoint>(
 ) -> Result<HttpResponse> {
     let request = decode::<E>(body)?;
     f(request).map(|response| HttpResponse::ok(&response))
-}
-
-/// `text` as a JSON string, for a message (core's `{:?}` would add its own
-/// escaping code to the wasm).
-fn quoted(text: &str) -> String {
-    serde_json::to_string(text).expect("a string always serializes")
 }
 
 fn percent_decode(text: &str) -> Result<String> {

@@ -138,13 +138,15 @@ impl Ledger {
 
 fn answer(outcome: &Outcome, charges: &[BudgetCharge]) -> Result<ChargeResponse> {
     match outcome {
-        Outcome::Charged(counts) => Ok(ChargeResponse {
-            counters: charges
-                .iter()
-                .zip(counts)
-                .map(|(c, &n)| (c.key.clone(), n))
-                .collect(),
-        }),
+        Outcome::Charged(counts) => {
+            // Inserted one by one: collecting into a map sorts the pairs
+            // first, with a sort of its own in the wasm build.
+            let mut counters = BTreeMap::new();
+            for (c, &n) in charges.iter().zip(counts) {
+                counters.insert(c.key.clone(), n);
+            }
+            Ok(ChargeResponse { counters })
+        }
         Outcome::Exceeded {
             index,
             observed,

@@ -76,17 +76,7 @@ impl Decode for ChargeResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
         let counters = match value.get("counters") {
-            Some(Value::Object(map)) => map
-                .iter()
-                .map(|(key, v)| {
-                    v.as_u64().map(|n| (key.clone(), n)).ok_or_else(|| {
-                        Error::invalid(format!(
-                            "{} must be an integer >= 0, got {v}",
-                            f.name(&format!("counters.{key}"))
-                        ))
-                    })
-                })
-                .collect::<Result<_>>()?,
+            Some(Value::Object(_)) => f.opt_counters("counters")?,
             Some(other) => {
                 return Err(Error::invalid(format!(
                     "counters must be an object, got {other}"

@@ -82,9 +82,16 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value> {
             limits::MAX_BODY_BYTES
         )));
     }
-    serde_json::from_slice(body).map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))
+    crate::json_parse::parse(body)
+        .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))
 }
 
 pub fn encode<M: Serialize>(message: &M) -> String {
-    serde_json::to_string(message).expect("protocol messages always serialize")
+    match serde_json::to_string(message) {
+        Ok(text) => text,
+        // Not `expect`: that would format serde_json's error, and with it
+        // core's string escaping, into the wasm for a case that cannot
+        // happen (every message's map keys are strings).
+        Err(_) => unreachable!("protocol messages always serialize"),
+    }
 }

@@ -96,7 +96,7 @@ pub fn rules_signature(rules: &[PacingRule]) -> String {
             )
         })
         .collect();
-    parts.sort();
+    crate::sort::heap_sort_by(&mut parts, |a, b| a < b);
     parts.join("|")
 }
 

@@ -52,7 +52,8 @@ pub(crate) fn keep(value: JsValue) -> HostCause {
 pub(crate) fn budget_kind(kind: &str) -> crate::error::Result<BudgetKind> {
     BudgetKind::from_key(kind).ok_or_else(|| {
         Error::invalid(format!(
-            "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {kind:?}"
+            "budget kind must be playCall, toolCall, retry, descendant or waterfallStep, got {}",
+            crate::json::quoted(kind)
         ))
     })
 }

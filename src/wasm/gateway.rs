@@ -256,6 +256,16 @@ impl JsGatewayCore {
         #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: JsValue,
     ) -> Result<JsGatewayCore, JsValue> {
         let config = config_from(&options)?;
+        // Only an iterable: Array.from would also take an array-like, and
+        // one claiming a length of 2^31 exhausts the JS heap.
+        let iterable = js_sys::Reflect::get(&records, &js_sys::Symbol::iterator())
+            .is_ok_and(|f| f.is_function());
+        if !iterable {
+            return Err(Error::invalid(
+                "records must be an iterable of [key, bytes] pairs, such as a Map or an array",
+            )
+            .into());
+        }
         let pairs = array_from(&records).map_err(|e| {
             Error::invalid("records must be an iterable of [key, bytes] pairs (see cause)")
                 .with_detail(crate::error::Detail::Cause(super::error::keep(e)))

@@ -136,7 +136,8 @@ fn adapter(o: &ObjectArg) -> Result<Adapter> {
         None => Ok(host_adapter()),
         Some(name) => Adapter::from_name(&name).ok_or_else(|| {
             Error::invalid(format!(
-                "options.adapter must be \"esm_workers\" or \"cjs_node20\", got {name:?}"
+                "options.adapter must be \"esm_workers\" or \"cjs_node20\", got {}",
+                crate::json::quoted(&name)
             ))
         }),
     }

@@ -127,7 +127,7 @@ fn json_text(value: &JsValue, path: &str) -> Result<String> {
 /// `value` as a JSON value; `undefined`, functions and symbols are refused.
 pub(crate) fn json(value: &JsValue, path: &str) -> Result<Value> {
     let text = json_text(value, path)?;
-    Ok(serde_json::from_slice(text.as_bytes()).unwrap_or(Value::Null))
+    Ok(crate::json_parse::parse(text.as_bytes()).unwrap_or(Value::Null))
 }
 
 /// Reads and validates one protocol message (a wire request, a grant).

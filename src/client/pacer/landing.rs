@@ -94,10 +94,7 @@ impl GatewayRateState {
         match &mut state.block {
             Some(block) if block.serves(target) => {
                 block.slots.extend(slots);
-                block
-                    .slots
-                    .make_contiguous()
-                    .sort_by_key(|s| s.at.unwrap_or(0));
+                crate::sort::sort_by_time(block.slots.make_contiguous(), |s| s.at.unwrap_or(0));
                 block.tolerance_ms = tolerance_ms;
             }
             slot => {

@@ -184,7 +184,7 @@ impl LeasePool {
         if self.idle.len() as u64 <= waiters {
             return Vec::new();
         }
-        self.idle.sort_by_key(|l| l.next_at);
+        crate::sort::sort_by_time(&mut self.idle, |l| l.next_at);
         self.idle.split_off(waiters as usize)
     }
 }

@@ -247,7 +247,7 @@ impl GatewayRateState {
                         p.drop_lapsed(now, &mut lapsed);
                         // Idle past the keep with nobody here to take it.
                         let unwanted = p.idle.len().saturating_sub(waiters as usize);
-                        p.idle.sort_by_key(|l| l.idle_since);
+                        crate::sort::sort_by_time(&mut p.idle, |l| l.idle_since);
                         let stale = p
                             .idle
                             .iter()

@@ -158,7 +158,7 @@ fn record_ended(r: &Reader, end: Option<usize>) -> Result<()> {
 /// the count, then each id and its length-prefixed body.
 fn write_keyed<T>(w: &mut Writer, map: &HashMap<String, T>, body: impl Fn(&str, &T, &mut Writer)) {
     let mut entries: Vec<_> = map.iter().collect();
-    entries.sort_by(|a, b| a.0.cmp(b.0));
+    crate::sort::heap_sort_by(&mut entries, |a, b| a.0 < b.0);
     w.uint(entries.len() as u64);
     let mut record = Writer(Vec::new());
     for (id, value) in entries {

@@ -1,0 +1,129 @@
+// Cold start of the module: what a fresh isolate pays before its first
+// permit, for the built package and, beside it in the same run, a baseline
+// package (another build's pkg/ directory).
+//  - workerd (through miniflare, timed from outside, since workerd's clocks
+//    only move across I/O): the first request to a fresh Worker, which
+//    makes a LocalRateState (V8 compiles the module's functions as they
+//    first run), less a warm request to the same Worker; and the first
+//    permit, a fresh Worker's first acquire + release less a warm one;
+//  - Node: a fresh process compiles the .wasm, instantiates it (initSync)
+//    and takes and releases its first permit (median of the runs, each
+//    phase timed with performance.now()).
+// A Worker that does not import paceline, timed the same way, gives
+// workerd's own first-request cost, the floor under the module's figures.
+// Runs alternate between the packages so load on the machine falls on all
+// alike.
+// Usage: node js/bench/cold-start.mjs [--baseline DIR] [--runs N]
+//   (after node js/scripts/build.mjs)
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { gzipSync } from "node:zlib";
+import { Miniflare } from "miniflare";
+import { bundleWorker, pkgDir } from "../lib/bundle-worker.mjs";
+
+const { values } = parseArgs({ options: { baseline: { type: "string" }, runs: { type: "string", default: "11" } } });
+const runs = Number(values.runs);
+const packages = [{ name: "this build", dir: pkgDir }];
+if (values.baseline) packages.push({ name: "baseline", dir: values.baseline });
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+const probeSource = `
+import { LocalRateState } from "paceline";
+let pacer;
+export default {
+  async fetch(request) {
+    pacer ??= new LocalRateState({ blockHorizonMs: 1000 });
+    if (new URL(request.url).searchParams.has("permit")) {
+      const rules = [{ requestsPerWindow: 1000000, windowMs: 1000 }];
+      (await pacer.acquire({ bucketId: "b", rules })).release();
+    }
+    return new Response("ok");
+  },
+};`;
+
+const emptySource = `export default { fetch() { return new Response("ok"); } };`;
+
+// Runs in a fresh Node process: argv[1] is the package directory.
+const nodeProbe = `
+const t0 = performance.now();
+const dir = process.argv[1];
+const { readFileSync } = await import("node:fs");
+const bytes = readFileSync(dir + "/paceline_bg.wasm");
+const { initSync, LocalRateState } = await import(dir + "/paceline.js");
+const t1 = performance.now();
+const module = new WebAssembly.Module(bytes);
+const t2 = performance.now();
+initSync({ module });
+const t3 = performance.now();
+const pacer = new LocalRateState({ blockHorizonMs: 1000 });
+const t4 = performance.now();
+(await pacer.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 1000000, windowMs: 1000 }] })).release();
+const t5 = performance.now();
+console.log(JSON.stringify({ compile: t2 - t1, instantiate: t4 - t2, firstPermit: t5 - t4 }));
+`;
+
+async function timeIt(fn) {
+  const start = performance.now();
+  await fn();
+  return performance.now() - start;
+}
+
+const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));
+const probePath = join(work, "probe.mjs");
+writeFileSync(probePath, probeSource);
+const emptyPath = join(work, "empty.mjs");
+writeFileSync(emptyPath, emptySource);
+const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [] };
+for (const p of packages) {
+  p.options = await bundleWorker(probePath, p.dir);
+  p.workerd = [];
+  p.workerdPermit = [];
+  p.node = { compile: [], instantiate: [], firstPermit: [], total: [] };
+  const wasm = readFileSync(join(p.dir, "paceline_bg.wasm"));
+  p.size = `${statSync(join(p.dir, "paceline_bg.wasm")).size} B raw, ${gzipSync(wasm, { level: 9 }).length} B gzip -9`;
+}
+
+async function inWorkerd(p) {
+  const mf = new Miniflare(p.options);
+  await mf.ready;
+  const get = (url) => timeIt(async () => (await mf.dispatchFetch(url)).text());
+  const first = await get("http://probe/");
+  const firstPermit = await get("http://probe/?permit");
+  const warm = [];
+  for (let j = 0; j < 3; j++) warm.push(await get("http://probe/"));
+  const warmPermit = [];
+  for (let j = 0; j < 3; j++) warmPermit.push(await get("http://probe/?permit"));
+  await mf.dispose();
+  p.workerd.push(first - median(warm));
+  p.workerdPermit.push(firstPermit - median(warmPermit));
+}
+
+for (let i = 0; i < runs; i++) {
+  await inWorkerd(empty);
+  for (const p of packages) {
+    await inWorkerd(p);
+
+    const out = JSON.parse(
+      execFileSync(process.execPath, ["--input-type=module", "-e", nodeProbe, p.dir], { encoding: "utf8" }),
+    );
+    for (const k of ["compile", "instantiate", "firstPermit"]) p.node[k].push(out[k]);
+    p.node.total.push(out.compile + out.instantiate);
+  }
+}
+
+const f = (x) => `${x.toFixed(2)} ms`;
+console.log(`| cold start (median of ${runs}) | ${packages.map((p) => p.name).join(" | ")} |`);
+console.log(`|---|${packages.map(() => "---").join("|")}|`);
+console.log(`| module | ${packages.map((p) => p.size).join(" | ")} |`);
+const row = (label, pick) => console.log(`| ${label} | ${packages.map((p) => f(median(pick(p)))).join(" | ")} |`);
+row("workerd: cold start, first request (a new LocalRateState) less a warm one", (p) => p.workerd);
+row("workerd: first acquire + release less a warm one", (p) => p.workerdPermit);
+console.log(`| workerd: the same first request to a Worker without paceline | ${f(median(empty.workerd))} |`);
+row("Node: compile the .wasm", (p) => p.node.compile);
+row("Node: instantiate (initSync) + a new LocalRateState", (p) => p.node.instantiate);
+row("Node: cold start, compile + instantiate", (p) => p.node.total);
+row("Node: first acquire + release", (p) => p.node.firstPermit);

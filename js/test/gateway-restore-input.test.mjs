@@ -1,0 +1,19 @@
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { paceline as P } from "../lib/node-package.mjs";
+
+test("restoreRecords refuses an array-like that is not iterable (a claimed length of 2^31 exhausted the JS heap)", () => {
+  for (const records of [{ length: 2 ** 31 }, { length: 1, 0: ["meta", new Uint8Array()] }, 7, null]) {
+    assert.throws(
+      () => P.GatewayCore.restoreRecords(records),
+      (e) => e.code === "INVALID_INPUT" && /must be an iterable/.test(e.message),
+    );
+  }
+});
+
+test("restoreRecords still takes a Map and an array of pairs", () => {
+  const core = new P.GatewayCore();
+  const records = core.records();
+  assert.ok(P.GatewayCore.restoreRecords(records) instanceof P.GatewayCore);
+  assert.ok(P.GatewayCore.restoreRecords(new Map(records)) instanceof P.GatewayCore);
+});

@@ -22,7 +22,7 @@ use paceline::protocol::{decode, BudgetKind, PacingRule};
 use paceline::rt::{AbortSignal, Runtime};
 use paceline::sim::{SimRuntime, T0};
 use paceline::time::Clock;
-use paceline::{Detail, ErrorCode};
+use paceline::{Detail, Error, ErrorCode};
 
 const ORG: &str = "org";
 const RUN: &str = "run";
@@ -191,9 +191,9 @@ fn an_abort_while_waiting_for_a_tool_slot_returns_the_permits_lease_and_charges_
     );
 }
 
-#[test]
-fn a_breach_of_the_tool_call_budget_gives_back_the_slot_and_the_permit() {
-    let rig = Rig::one_lease_per_permit();
+/// Three tool slots against a budget of one call and one slot: the first
+/// call, then two refusals. Returns the two refusals and the governor.
+fn breach_the_tool_call_budget(rig: &Rig) -> (Error, Error, Governor) {
     let gov = rig
         .governor(r#"{"budgets":{"maxToolCallCount":1},"concurrency":{"maxToolConcurrency":1}}"#);
     let g = gov.clone();
@@ -210,6 +210,13 @@ fn a_breach_of_the_tool_call_budget_gives_back_the_slot_and_the_permit() {
             .unwrap_err();
         (e, again)
     });
+    (e, again, gov)
+}
+
+#[test]
+fn a_breach_of_the_tool_call_budget_gives_back_the_slot_and_the_permit() {
+    let rig = Rig::one_lease_per_permit();
+    let (e, again, gov) = breach_the_tool_call_budget(&rig);
     assert_eq!(e.code, ErrorCode::BudgetExceeded);
     assert_eq!(e.message, "Play execution toolCall budget exceeded (2/1).");
     assert_eq!(again.code, ErrorCode::BudgetExceeded);
@@ -224,21 +231,7 @@ fn a_breach_of_the_tool_call_budget_leaves_no_kept_lease_at_the_gateway() {
         keep_leases: true,
         ..PacerOptions::default()
     });
-    let gov = rig
-        .governor(r#"{"budgets":{"maxToolCallCount":1},"concurrency":{"maxToolConcurrency":1}}"#);
-    let g = gov.clone();
-    let (e, again) = block_on(&rig.rt, async move {
-        drop(g.acquire_tool_slot("apollo.search", None).await.unwrap());
-        let e = g
-            .acquire_tool_slot("apollo.search", None)
-            .await
-            .unwrap_err();
-        let again = g
-            .acquire_tool_slot("apollo.search", None)
-            .await
-            .unwrap_err();
-        (e, again)
-    });
+    let (e, again, gov) = breach_the_tool_call_budget(&rig);
     assert_eq!(e.code, ErrorCode::BudgetExceeded);
     assert_eq!(again.code, ErrorCode::BudgetExceeded);
     assert!(!rig.released().is_empty(), "the kept lease went back");

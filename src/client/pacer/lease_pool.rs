@@ -7,6 +7,7 @@ use crate::protocol::PacingRule;
 use crate::time::Millis;
 
 use super::pool::RENEW_EVERY_MS;
+use crate::protocol::LEASE_CHAIN_MS;
 
 #[derive(Debug, Clone)]
 pub(super) struct KeptLease {
@@ -143,14 +144,15 @@ impl LeasePool {
     }
 
     /// Whether a kept lease's renewal is due: one would lapse within a
-    /// poll and a half of the renewal period.
+    /// quarter of the renewal period. Not for a lease whose chain ends
+    /// before it lapses while others wait: it goes back at the end of its
+    /// chain, and the gateway would not renew it anyway.
     pub fn renewal_due(&self, now: Millis) -> bool {
         let soon = now + RENEW_EVERY_MS / 4;
-        self.idle.iter().any(|l| l.start_by < soon)
-            || self
-                .in_call
-                .values()
-                .any(|c| c.keep && c.lease.start_by < soon)
+        let due = |l: &KeptLease| {
+            l.start_by < soon && !(self.others_wait && l.granted_at + LEASE_CHAIN_MS <= l.start_by)
+        };
+        self.idle.iter().any(due) || self.in_call.values().any(|c| c.keep && due(&c.lease))
     }
 
     /// Applies a renewal: the `kept` of the leases `asked` may start calls

@@ -185,6 +185,51 @@ describe("acquire of a due permit", () => {
     state.free();
   });
 
+  test("the same input object edited in place after a due permit: each edit is read as a first call reads it", async () => {
+    const state = new P.LocalRateState();
+    const rule = { requestsPerWindow: 1_000_000, windowMs: 1000 };
+    const input = { bucketId: "edits", rules: [rule] };
+    const due = async () => {
+      const permit = await state.acquire(input);
+      assert.ok(permit instanceof P.Permit);
+      await permit.release();
+    };
+    const refused = (says) =>
+      assert.rejects(state.acquire(input), (e) => e.code === "INVALID_INPUT" && says.test(e.message));
+    await due();
+    rule.requestsPerWindow = "1000000";
+    await refused(/requestsPerWindow/);
+    rule.requestsPerWindow = 1_000_000;
+    input.bucketId = new String("edits");
+    await refused(/bucketId/);
+    input.bucketId = "edits";
+    Object.defineProperty(rule, "windowMs", {
+      enumerable: true,
+      configurable: true,
+      get() {
+        throw new Error("boom");
+      },
+    });
+    await refused(/rules/);
+    Object.defineProperty(rule, "windowMs", { value: 1000, enumerable: true, writable: true });
+    input.rateScopeToken = 7;
+    await refused(/rateScopeToken/);
+    delete input.rateScopeToken;
+    // Fields in another order are the same rule.
+    input.rules = [{ windowMs: 1000, requestsPerWindow: 1_000_000 }];
+    await due();
+    // A new rule in place applies: one permit a minute, so the second is
+    // not due.
+    input.rules[0].requestsPerWindow = 1;
+    input.rules[0].windowMs = 60_000;
+    input.bucketId = "edits-slow";
+    await due();
+    const next = state.tryAcquire(input);
+    assert.ok(!(next instanceof P.Permit), "the one-a-minute rule applies");
+    assert.ok(next.retryAfterMs > 1000, `retryAfterMs ${next.retryAfterMs}`);
+    state.free();
+  });
+
   test("an aborted signal is refused even when a permit is due", async () => {
     const state = new P.LocalRateState();
     const input = { bucketId: "ab", rules: FAST };

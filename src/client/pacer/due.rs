@@ -28,14 +28,18 @@ impl GatewayRateState {
             return Err(e);
         }
         let target = self.target(&req);
-        let pool = self
-            .inner
-            .buckets
-            .borrow()
-            .get(&target.bucket_id)
-            .map(|s| s.pool.is_some());
-        if pool == Some(true) && self.pooled(&target) {
-            return Ok(None);
+        // Only a state that keeps leases ever has a pool: the others skip
+        // a second lookup of the bucket per permit.
+        if self.inner.options.keep_leases {
+            let pool = self
+                .inner
+                .buckets
+                .borrow()
+                .get(&target.bucket_id)
+                .map(|s| s.pool.is_some());
+            if pool == Some(true) && self.pooled(&target) {
+                return Ok(None);
+            }
         }
         let now = self.inner.rt.now_ms();
         // A permit drawn at `now` is alive at `now`, so it is good to send.

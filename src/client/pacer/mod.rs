@@ -37,7 +37,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::permit::Permit;
-use super::port::{GatewayPort, InProcessGateway};
+use super::port::{GatewayPort, LocalGateway};
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{limits, rules_signature, PacingRule};
@@ -173,7 +173,7 @@ impl GatewayRateState {
             ..GatewayConfig::default()
         };
         let core = GatewayCore::new(config, seed).expect("the local config is valid");
-        let port: Rc<dyn GatewayPort> = Rc::new(InProcessGateway::new(core, clock));
+        let port: Rc<dyn GatewayPort> = Rc::new(LocalGateway::new(core, clock));
         let state = Self::new(port, rt, options);
         // The scheduler shares this clock and answers at once: no lead.
         *state.inner.clock_seed.borrow_mut() = ClockSync::same_clock();

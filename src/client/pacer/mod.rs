@@ -85,9 +85,10 @@ pub struct PacerOptions {
     /// Asks a gateway that streams a bucket's concurrency slots to let this
     /// isolate keep its leases and hand them between its callers (see
     /// `pool`), while its calls hold a slot about as long as the slot's
-    /// spacing (see `hold`). Off by default: in a rate-bound fleet (short
-    /// calls), isolates moving from kept leases to one lease per permit
-    /// have let a 1 s window hold one call over the rule.
+    /// spacing (see `hold`). Off by default: while a provider's 429s cut
+    /// the bucket's rate, a kept lease keeps its old spacing until its next
+    /// renewal (up to `RENEW_EVERY_MS`), and a rate-bound fleet (short
+    /// calls) is served one lease per permit anyway.
     pub keep_leases: bool,
 }
 

@@ -246,13 +246,30 @@ impl ObjectArg {
         Ok(self.opt_duration(key)?.map(|ms| ms.round() as Millis))
     }
 
-    /// A list of pacing rules, checked as the wire checks a request's.
+    /// A list of pacing rules, checked as the wire checks a request's, and
+    /// refused if a rule has a field no rule has.
     pub fn rules(&self, key: &str) -> Result<Vec<PacingRule>> {
         let value = self.get(key)?.ok_or_else(|| {
             Error::invalid(format!("{} is required (a list of rules)", self.name(key)))
         })?;
+        let list = json(&value, &self.name(key))?;
+        // The wire ignores fields it does not know, so that additions stay
+        // compatible; a caller's own rules do not: a misspelt
+        // `maxConcurency` would silently drop the concurrency bound.
+        for (i, rule) in list.as_array().into_iter().flatten().enumerate() {
+            let unknown = rule
+                .as_object()
+                .and_then(|r| r.keys().find(|k| !RULE_FIELDS.contains(&k.as_str())));
+            if let Some(field) = unknown {
+                return Err(Error::invalid(format!(
+                    "{}[{i}].{field} is not a rule field; a rule has {}",
+                    self.name(key),
+                    RULE_FIELDS.join(", ")
+                )));
+            }
+        }
         let mut wrapped = serde_json::Map::new();
-        wrapped.insert(key.to_owned(), json(&value, &self.name(key))?);
+        wrapped.insert(key.to_owned(), list);
         let wrapped = Value::Object(wrapped);
         rules_from(&as_object(&wrapped, &self.path)?, key)
     }
@@ -262,6 +279,14 @@ impl ObjectArg {
         self.get(key)?.map(|v| message(&v)).transpose()
     }
 }
+
+/// The fields of a pacing rule a caller may write.
+const RULE_FIELDS: [&str; 4] = [
+    "requestsPerWindow",
+    "windowMs",
+    "maxConcurrency",
+    "adaptiveMaxRps",
+];
 
 /// Awaits whatever a caller's callback returned: a value, a promise or a
 /// thenable. `Promise.all` hands back a fresh promise and turns a hostile

@@ -113,7 +113,10 @@ describe("tryAcquire", () => {
   test("a rule with a field no rule has (a misspelt maxConcurrency) is INVALID_INPUT naming it, not a rule without a bound", async () => {
     const state = new P.LocalRateState();
     const rules = [{ requestsPerWindow: 20, windowMs: 1000, maxConcurency: 2 }];
-    invalid(() => state.tryAcquire({ bucketId: "b", rules }), /rules\[0\]\.maxConcurency is not a rule field/);
+    invalid(
+      () => state.tryAcquire({ bucketId: "b", rules }),
+      /rules\[0\]\.maxConcurency is not a known field; known here: requestsPerWindow, windowMs, maxConcurrency, adaptiveMaxRps/,
+    );
     await assert.rejects(state.acquire({ bucketId: "b", rules }), (e) => e.code === "INVALID_INPUT");
     const permit = await state.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 20, windowMs: 1000 }] });
     assert.ok(permit instanceof P.Permit, "a well-formed rule is still served after the refusal");

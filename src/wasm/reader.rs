@@ -167,18 +167,13 @@ impl ObjectArg {
         format!("{}.{key}", self.path)
     }
 
-    /// Refuses any field not in `known`: a misspelt option would otherwise
-    /// silently not apply.
+    /// Refuses any field not in `known` (see [`unknown_field`]).
     pub fn only(&self, known: &[&str]) -> Result<()> {
         let keys = object_keys(&self.value).map_err(|e| unreadable(&self.path, e))?;
         for key in keys.iter() {
             let key = string(&key, &format!("a field name of {}", self.path), 64)?;
             if !known.contains(&key.as_str()) {
-                return Err(Error::invalid(format!(
-                    "{} is not a known field; known here: {}",
-                    self.name(&key),
-                    known.join(", ")
-                )));
+                return Err(unknown_field(&self.name(&key), known));
             }
         }
         Ok(())
@@ -261,11 +256,8 @@ impl ObjectArg {
                 .as_object()
                 .and_then(|r| r.keys().find(|k| !RULE_FIELDS.contains(&k.as_str())));
             if let Some(field) = unknown {
-                return Err(Error::invalid(format!(
-                    "{}[{i}].{field} is not a rule field; a rule has {}",
-                    self.name(key),
-                    RULE_FIELDS.join(", ")
-                )));
+                let name = format!("{}[{i}].{field}", self.name(key));
+                return Err(unknown_field(&name, &RULE_FIELDS));
             }
         }
         let mut wrapped = serde_json::Map::new();
@@ -278,6 +270,15 @@ impl ObjectArg {
     pub fn message<M: Message>(&self, key: &str) -> Result<Option<M>> {
         self.get(key)?.map(|v| message(&v)).transpose()
     }
+}
+
+/// A field no object of its kind has: a misspelt name would otherwise
+/// silently not apply.
+fn unknown_field(name: &str, known: &[&str]) -> Error {
+    Error::invalid(format!(
+        "{name} is not a known field; known here: {}",
+        known.join(", ")
+    ))
 }
 
 /// The fields of a pacing rule a caller may write.

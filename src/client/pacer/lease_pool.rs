@@ -3,11 +3,9 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use crate::protocol::PacingRule;
-use crate::time::Millis;
-
 use super::pool::RENEW_EVERY_MS;
-use crate::protocol::LEASE_CHAIN_MS;
+use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
+use crate::time::Millis;
 
 #[derive(Debug, Clone)]
 pub(super) struct KeptLease {

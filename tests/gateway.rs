@@ -166,7 +166,7 @@ fn a_dispatch_lead_keeps_the_first_permit_clear_of_the_trip_back_and_the_toleran
     req.dispatch_lead_ms = Some(15);
     let r = g.acquire(&req, T0).unwrap();
     assert_eq!(r.scheduled_at_ms.unwrap(), [T0 + 15, T0 + 67]);
-    assert_eq!(r.dispatch_tolerance_ms, Some(25));
+    assert_eq!(r.dispatch_tolerance_ms, Some(12));
     req.dispatch_lead_ms = Some(9_000);
     let capped = g.acquire(&req, T0 + 200).unwrap();
     assert_eq!(
@@ -174,6 +174,54 @@ fn a_dispatch_lead_keeps_the_first_permit_clear_of_the_trip_back_and_the_toleran
         T0 + 700,
         "a lead past half the horizon is cut to half"
     );
+}
+
+/// Bug: the gateway announced its whole window guard as the dispatch
+/// tolerance. A permit sent that late, whose call then took a little longer
+/// to reach the provider than the next one's, made 21 arrivals in one
+/// second under a rule of 20 (seen in real time with a 25 ms guard).
+#[test]
+fn the_dispatch_tolerance_leaves_half_the_guard_for_the_way_to_the_provider_bug_21_in_a_second() {
+    let config = GatewayConfig {
+        window_guard_ms: 25,
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 7).unwrap();
+    let rules = [per_second(20)];
+    let mut times = Vec::new();
+    let mut tolerance = None;
+    for step in 0..6 {
+        let now = T0 + step * 1_000;
+        let r = g.acquire(&acquire("org:p", &rules, 20), now).unwrap();
+        tolerance = r.dispatch_tolerance_ms;
+        times.extend(r.scheduled_at_ms.unwrap());
+    }
+    let tolerance = tolerance.expect("announced");
+    let transit = 25 - tolerance;
+    assert!(
+        transit >= 12,
+        "{transit} ms left for the way to the provider"
+    );
+    // The worst arrivals: one permit sent at the end of its tolerance and
+    // slow on its way, every other one sent on time and fast.
+    for late in 0..times.len() {
+        let arrivals: Vec<u64> = times
+            .iter()
+            .enumerate()
+            .map(|(i, &t)| {
+                if i == late {
+                    t + tolerance + transit
+                } else {
+                    t
+                }
+            })
+            .collect();
+        assert!(
+            densest_window(&arrivals, 1_000) <= 20,
+            "permit {late} late by {} ms crowds a window",
+            tolerance + transit
+        );
+    }
 }
 
 #[test]

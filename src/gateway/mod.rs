@@ -233,7 +233,7 @@ impl GatewayCore {
                 &mut self.ids,
             ),
         };
-        let mut response = bucket.response(grant, now, self.config.window_guard_ms);
+        let mut response = bucket.response(grant, now, self.config.dispatch_tolerance_ms());
         if bucket.max_concurrency().is_some() {
             response.slot_waiters = bucket.leases.streams.contended(now);
         }

@@ -28,7 +28,7 @@ export interface GatewayCoreOptions {
   maxBuckets?: number;
   /** The same for run ledgers, which are also forgotten a day after their last charge (default 10000). */
   maxRuns?: number;
-  /** Schedule every rule window as if this much longer, absorbing timer and network jitter (default 25: a JS client's timer fires a little late, and a permit sent past its tolerance is dead). */
+  /** Schedule every rule window as if this much longer, absorbing timer and network jitter (default 25). Half of it is the dispatch tolerance: a permit sent later than that after its time is dead; the other half is for the call's way to the provider. */
   windowGuardMs?: number;
 }
 export interface GatewayHttpResponse { status: number; body: Uint8Array }
@@ -98,6 +98,7 @@ fn config_from(options: &JsValue) -> Result<GatewayConfig, Error> {
         // A JS host's clients wake on JS timers, which fire a little late:
         // with no guard, a permit a millisecond late is dead.
         window_guard_ms: millis("windowGuardMs")?.unwrap_or(LOCAL_WINDOW_GUARD_MS),
+        dispatch_tolerance_ms: None,
     })
 }
 

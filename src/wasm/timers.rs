@@ -97,18 +97,27 @@ fn in_workerd() -> bool {
 
 /// A sleep of `ms` as a future. Dropping it takes it off its timer, and a
 /// timer nobody sleeps on any more is cleared, so an abandoned wait leaves
-/// nothing scheduled in the isolate.
+/// nothing scheduled in the isolate. It ends no sooner than the clock reads
+/// its wake-up time: a timer counts from its event loop's own time, which
+/// can trail `Date.now()` by a millisecond, and a permit sent a millisecond
+/// before its time crowds the window it was spaced out of.
 pub(crate) struct Sleep {
     sleeper: Sleeper,
     wakeup: Rc<Wakeup>,
     shared: bool,
+    at: Millis,
 }
 
 impl Sleep {
     pub fn new(ms: Millis) -> Self {
+        let now = JsClock.now_ms();
+        Self::until(now.saturating_add(ms), now)
+    }
+
+    fn until(at: Millis, now: Millis) -> Self {
+        let ms = at.saturating_sub(now);
         let shared = SHARES_TIMERS.with(|s| *s);
         let wakeup = if shared {
-            let at = JsClock.now_ms().saturating_add(ms);
             WAKEUPS.with(|w| {
                 let mut w = w.borrow_mut();
                 let set = w.get(&at).and_then(Weak::upgrade);
@@ -130,6 +139,7 @@ impl Sleep {
             sleeper,
             wakeup,
             shared,
+            at,
         }
     }
 }
@@ -137,12 +147,18 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut s = self.sleeper.borrow_mut();
-        if s.fired {
-            Poll::Ready(())
-        } else {
-            s.waker = Some(cx.waker().clone());
-            Poll::Pending
+        let this = self.get_mut();
+        loop {
+            if !this.sleeper.borrow().fired {
+                this.sleeper.borrow_mut().waker = Some(cx.waker().clone());
+                return Poll::Pending;
+            }
+            // workerd moves its clock to a timer's time when it fires.
+            let now = JsClock.now_ms();
+            if !this.shared || now >= this.at {
+                return Poll::Ready(());
+            }
+            *this = Sleep::until(this.at, now);
         }
     }
 }

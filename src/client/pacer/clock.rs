@@ -64,7 +64,7 @@ impl ClockSync {
             .samples
             .iter()
             .min_by_key(|(_, rtt)| *rtt)
-            .map_or(0, |(offset, _)| *offset);
+            .map_or(0, |&(offset, rtt)| offset_beyond_error(offset, rtt));
     }
 
     /// Our clock's reading when the gateway's reads `server_ms`.
@@ -93,6 +93,22 @@ impl ClockSync {
     }
 }
 
+/// A sample's offset, or none when it is within the sample's own error.
+/// The gateway stamped its clock somewhere within the trip, so the true
+/// offset lies within half a round trip (and a millisecond of rounding) of
+/// the midpoint's. When that range holds zero, the clocks may well agree
+/// (synchronised hosts, or one machine), and taking the midpoint would only
+/// add the trip's asymmetry: two blocks converted with offsets a few
+/// milliseconds apart land closer together than the gateway spaced them.
+fn offset_beyond_error(offset: i64, rtt: Millis) -> i64 {
+    let error = rtt.div_ceil(2) as i64 + 1;
+    if offset.abs() <= error {
+        0
+    } else {
+        offset
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +123,20 @@ mod tests {
         // A later slow sample does not move it.
         c.sample(Some(5_050 + 3_000), 3_000, 3_100);
         assert_eq!(c.to_local(7_005), 2_005);
+    }
+
+    /// Bug: on one machine, answers that came back more slowly than they
+    /// went out read as a gateway clock up to half a trip behind, and each
+    /// process converted its blocks with its own such offset.
+    #[test]
+    fn an_offset_within_half_a_round_trip_is_no_offset_bug_asymmetric_trips_read_as_skew() {
+        let mut c = ClockSync::default();
+        // Same clock; the gateway stamped 2 ms into a 30 ms trip.
+        c.sample(Some(1_002), 1_000, 1_030);
+        assert_eq!(c.to_local(5_000), 5_000);
+        // A skew beyond what the trip can explain is still corrected.
+        c.sample(Some(2_050), 2_000, 2_020);
+        assert_eq!(c.to_local(5_000), 5_000 - 40);
     }
 
     #[test]

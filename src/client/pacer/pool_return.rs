@@ -58,30 +58,21 @@ impl GatewayRateState {
         let ids: Vec<String> = leases.into_iter().map(|l| l.id).collect();
         self.pool(bucket_id, |p| p.returning.extend(ids.iter().cloned()));
         let settled = self.settled_kept(bucket_id, ids.clone());
-        let now = self.inner.rt.now_ms();
-        // Queued at once when its spacing has passed, so an acquire this
-        // isolate sends next carries it.
-        let ticket = (ready <= now)
-            .then(|| self.queue(bucket_id, token.clone(), &rules, ids.clone(), Vec::new()));
-        let (this, bucket_id) = (self.clone(), bucket_id.to_owned());
-        let wait = self.inner.rt.sleep(ready.saturating_sub(now));
-        self.inner.rt.spawn(Box::pin(async move {
-            let ticket = match ticket {
-                Some(ticket) => ticket,
-                None => {
-                    wait.await;
-                    this.queue(&bucket_id, token, &rules, ids.clone(), Vec::new())
-                }
-            };
-            if let Some(ticket) = ticket {
-                this.settled(ticket).await;
-            }
-            this.pool(&bucket_id, |p| {
-                for id in &ids {
-                    p.returning.remove(id);
-                }
-            });
-        }));
+        let sent = ids.clone();
+        drop(self.release_from(
+            bucket_id,
+            token,
+            rules,
+            ids,
+            ready,
+            move |this, bucket_id| {
+                this.pool(bucket_id, |p| {
+                    for id in &sent {
+                        p.returning.remove(id);
+                    }
+                });
+            },
+        ));
         settled
     }
 
@@ -119,9 +110,7 @@ impl GatewayRateState {
     }
 
     /// Gives back a lease of a dissolved pool once its slot's spacing has
-    /// passed (`ready`). The work runs on its own, so nothing is lost if
-    /// the returned future is dropped; the future settles when the gateway
-    /// has it.
+    /// passed (`ready`); the future settles when the gateway has it.
     pub(super) fn release_spaced(
         &self,
         bucket_id: &str,
@@ -130,18 +119,41 @@ impl GatewayRateState {
         lease_id: String,
         ready: Millis,
     ) -> LocalBoxFuture<'static, ()> {
+        self.release_from(bucket_id, token, rules, vec![lease_id], ready, |_, _| {})
+    }
+
+    /// Releases `ids` once `ready` has passed: queued at once if it has, so
+    /// an acquire this isolate sends next carries them. The work runs on its
+    /// own, so nothing is lost if the returned future is dropped; it
+    /// settles once the gateway has them, after `then` has run.
+    fn release_from(
+        &self,
+        bucket_id: &str,
+        token: Option<String>,
+        rules: Vec<PacingRule>,
+        ids: Vec<String>,
+        ready: Millis,
+        then: impl FnOnce(&GatewayRateState, &str) + 'static,
+    ) -> LocalBoxFuture<'static, ()> {
         let now = self.inner.rt.now_ms();
-        if ready <= now {
-            return self.release_settled(bucket_id, token, &rules, vec![lease_id]);
-        }
+        let ticket = (ready <= now)
+            .then(|| self.queue(bucket_id, token.clone(), &rules, ids.clone(), Vec::new()));
         let done = Event::default();
         let settled = done.listen();
         let (this, bucket_id) = (self.clone(), bucket_id.to_owned());
-        let wait = self.inner.rt.sleep(ready - now);
+        let wait = self.inner.rt.sleep(ready.saturating_sub(now));
         self.inner.rt.spawn(Box::pin(async move {
-            wait.await;
-            this.release_settled(&bucket_id, token, &rules, vec![lease_id])
-                .await;
+            let ticket = match ticket {
+                Some(ticket) => ticket,
+                None => {
+                    wait.await;
+                    this.queue(&bucket_id, token, &rules, ids, Vec::new())
+                }
+            };
+            if let Some(ticket) = ticket {
+                this.settled(ticket).await;
+            }
+            then(&this, &bucket_id);
             done.notify();
         }));
         Box::pin(settled)

@@ -135,6 +135,7 @@ impl LeaseTable {
     }
 
     /// Entries of the expiry queue, live or not: what the table costs.
+    #[cfg(any(test, feature = "sim"))]
     pub fn queued(&self) -> usize {
         self.queue.len()
     }

@@ -340,3 +340,41 @@ fn a_charge_that_hears_back_after_losing_its_turn_charges_again_and_counts_once(
         "both calls ran, each counted once"
     );
 }
+
+#[test]
+fn a_lost_reservation_the_gateway_refused_is_settled_as_nothing_reserved() {
+    let (rt, port, budget) = stalling(&[Stall::Forever]);
+    let other = Rc::new(GatewayBudgetState::new(
+        port.clone(),
+        Rc::new(rt.clone()),
+        2,
+    ));
+    let charge = |b: &Rc<GatewayBudgetState>, amount: u64| {
+        let b = b.clone();
+        let one = vec![BudgetCharge {
+            key: "toolCall".into(),
+            amount,
+            limit: 300,
+        }];
+        async move { b.charge("run", &one).await }
+    };
+    block_on(&rt, charge(&other, 250)).unwrap();
+    assert_eq!(counter(&port, "toolCall"), 256, "another isolate's block");
+    // This state's block of 256 would cross the limit: refused, and the
+    // refusal never comes back.
+    spawn(&rt, charge(&budget, 1));
+    rt.run_until(T0 + 1);
+    let next = spawn(&rt, charge(&budget, 1));
+    rt.run_until(T0 + 2 * CHARGE_TURN_TIMEOUT_MS);
+    let answer = next.borrow_mut().take().expect("the next charge answered");
+    assert_eq!(
+        answer.unwrap().counters["toolCall"],
+        257,
+        "the exact shortfall"
+    );
+    assert_eq!(
+        budget.reserved_unused("run", "toolCall"),
+        0,
+        "the refused block reserved nothing"
+    );
+}

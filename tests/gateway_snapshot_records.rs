@@ -1,7 +1,8 @@
 //! Snapshot formats across versions, and the keyed records a Durable Object
-//! stores: a version-2 snapshot restores to the state it was written from,
-//! records restore to the same gateway as the whole snapshot, and a request
-//! changes only the records of what it touched.
+//! stores: older snapshots and records restore to the state they were
+//! written from, records restore to the same gateway as the whole snapshot,
+//! a request changes only the records of what it touched, and a restore
+//! keeps each streamed slot's next ready time.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +10,7 @@ use paceline::gateway::{handle, GatewayConfig, GatewayCore};
 
 const T0: u64 = 1_767_225_600_000;
 
-/// The state the version-2 and version-3 fixtures were written from (by the
+/// The state the version-2, 3 and 4 fixtures were written from (by the
 /// builds of those versions): leases, a cooldown, an adaptive cut, a quota
 /// window, returned times and a run's ledger.
 fn scenario() -> GatewayCore {
@@ -78,18 +79,69 @@ fn scenario() -> GatewayCore {
     g
 }
 
-#[test]
-fn a_version_3_snapshot_restores_to_the_state_it_was_written_from() {
-    let v3 = include_bytes!("fixtures/gateway-snapshot-v3.bin");
-    assert_eq!(v3[4], 3, "the fixture is version 3");
-    let restored = GatewayCore::restore(v3, GatewayConfig::default()).unwrap();
-    let now = scenario().snapshot();
-    assert_eq!(now[4], 4);
-    assert_eq!(restored.snapshot(), now, "nothing was lost or changed");
+const V4_RECORDS: &str = include_str!("fixtures/gateway-records-v4.json");
+
+/// The version-4 records a Durable Object stored for the scenario.
+fn v4_records() -> BTreeMap<String, Vec<u8>> {
+    let hex: BTreeMap<String, String> = serde_json::from_str(V4_RECORDS).unwrap();
+    hex.into_iter()
+        .map(|(key, text)| {
+            let bytes = (0..text.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
+                .collect();
+            (key, bytes)
+        })
+        .collect()
+}
+
+/// Each record of `g` as it is written now.
+fn records_of(g: &GatewayCore) -> BTreeMap<String, Vec<u8>> {
+    g.records().into_iter().collect()
 }
 
 #[test]
-fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_as_version_4() {
+fn version_3_and_4_snapshots_restore_to_the_state_they_were_written_from_but_its_slot_streams() {
+    let v3 = include_bytes!("fixtures/gateway-snapshot-v3.bin");
+    let v4 = include_bytes!("fixtures/gateway-snapshot-v4.bin");
+    assert_eq!((v3[4], v4[4]), (3, 4), "the fixtures' versions");
+    let from_v3 = GatewayCore::restore(v3, GatewayConfig::default()).unwrap();
+    let from_v4 = GatewayCore::restore(v4, GatewayConfig::default()).unwrap();
+    assert_eq!(from_v3.snapshot(), from_v4.snapshot());
+    assert_eq!(from_v4.snapshot()[4], 5, "written again as version 5");
+    // Neither kept the streams of the leased bucket's slots; every other
+    // record is the scenario's to the byte.
+    let mut now = records_of(&scenario());
+    let mut restored = records_of(&from_v4);
+    let leased = "bucket:org:leased";
+    assert_ne!(now.remove(leased), restored.remove(leased));
+    assert_eq!(restored, now, "nothing else was lost or changed");
+}
+
+#[test]
+fn stored_version_4_records_restore_and_mix_with_the_version_5_records_written_after() {
+    let mut store = v4_records();
+    assert!(store.values().all(|bytes| bytes[4] == 4));
+    let v4 = include_bytes!("fixtures/gateway-snapshot-v4.bin");
+    let whole = GatewayCore::restore(v4, GatewayConfig::default()).unwrap();
+    let mut g = restored(&store);
+    assert_eq!(g.snapshot(), whole.snapshot(), "records and snapshot agree");
+    let rules = r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":10}]"#;
+    let body = format!(r#"{{"bucketId":"org:leased",{rules},"requested":2}}"#);
+    let r = handle(&mut g, "POST", "/v1/rate/acquire", body.as_bytes(), T0);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        apply(&mut store, &mut g),
+        2,
+        "its bucket and the lease counter"
+    );
+    assert_eq!(store["bucket:org:leased"][4], 5);
+    assert_eq!(store["run:run-1"][4], 4, "untouched records stay as stored");
+    assert_eq!(restored(&store).snapshot(), g.snapshot());
+}
+
+#[test]
+fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_as_version_5() {
     // Version 2 kept no counts for the adaptive rate's cuts: those start
     // empty, so the state equals the scenario's but for them.
     let v2 = include_bytes!("fixtures/gateway-snapshot-v2.bin");
@@ -98,7 +150,7 @@ fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_as_v
     assert_eq!(restored.budget_counter("run-1", "toolCall"), 3);
     assert_eq!(restored.bucket_count(), 4);
     let again = restored.snapshot();
-    assert_eq!(again[4], 4);
+    assert_eq!(again[4], 5);
     let back = GatewayCore::restore(&again, GatewayConfig::default()).unwrap();
     assert_eq!(back.snapshot(), again);
     let rules = r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":10}]"#;
@@ -272,4 +324,93 @@ fn a_record_listing_leases_out_of_expiry_order_is_refused() {
     bytes[end..].copy_from_slice(&sum[..8]);
     let e = GatewayCore::restore(&bytes, GatewayConfig::default()).unwrap_err();
     assert!(e.message.contains("out of expiry order"), "{}", e.message);
+}
+
+/// Acquires `n` permits of a bucket whose five slots each take a fifth of
+/// 20 calls a second: calls on one slot are at least 250 ms apart.
+fn acquire_streamed(g: &mut GatewayCore, n: u64, now: u64) -> serde_json::Value {
+    let body = format!(
+        r#"{{"bucketId":"b","rules":[{{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":5}}],"requested":{n}}}"#
+    );
+    let r = handle(g, "POST", "/v1/rate/acquire", body.as_bytes(), now);
+    assert_eq!(r.status, 200, "{}", r.body);
+    serde_json::from_str(&r.body).unwrap()
+}
+
+#[test]
+fn a_restored_gateway_starts_no_call_on_a_freed_slot_before_its_stream_allows() {
+    // Five calls at 0, 50, ..., 200 ms, one per slot; the last one's slot
+    // is given back at 210 ms and may start its next call at 450 ms. A
+    // restore used to forget that and start it at once, 150 ms early.
+    let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
+    let mut store = BTreeMap::new();
+    let first = acquire_streamed(&mut g, 5, T0);
+    assert_eq!(first["scheduledAtMs"][4], T0 + 200);
+    let last = first["leaseIds"][4].as_str().unwrap();
+    let release = format!(
+        r#"{{"bucketId":"b","rules":[{{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":5}}],"leaseIds":["{last}"]}}"#
+    );
+    let r = handle(
+        &mut g,
+        "POST",
+        "/v1/rate/release",
+        release.as_bytes(),
+        T0 + 210,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    apply(&mut store, &mut g);
+    let from_snapshot = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
+    let from_records = restored(&store);
+    for (how, mut gateway) in [
+        ("not restarted", g),
+        ("restored from its snapshot", from_snapshot),
+        ("restored from its stored records", from_records),
+    ] {
+        let next = acquire_streamed(&mut gateway, 1, T0 + 300);
+        assert_eq!(
+            next["scheduledAtMs"],
+            serde_json::json!([T0 + 450]),
+            "{how}: the freed slot's next call is a spacing after its last"
+        );
+    }
+}
+
+#[test]
+fn a_restored_gateway_still_ends_a_kept_leases_chain_on_time_while_others_wait() {
+    // One slot, kept by a client from 0 ms; another wants it at 2.5 s. At
+    // 3 s the keeper's chain is over and its renewal is refused, restart
+    // or not: a restore used to start its chain again, and forget the
+    // waiter.
+    let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
+    let mut store = BTreeMap::new();
+    let rules = r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":1}]"#;
+    let keep = |g: &mut GatewayCore, held: &str, wanted: u64, now: u64| {
+        let body = format!(
+            r#"{{"bucketId":"b",{rules},"requested":1,"slotsWanted":{wanted},"heldLeaseIds":[{held}]}}"#
+        );
+        let r = handle(g, "POST", "/v1/rate/acquire", body.as_bytes(), now);
+        assert_eq!(r.status, 200, "{}", r.body);
+        serde_json::from_str::<serde_json::Value>(&r.body).unwrap()
+    };
+    let kept = keep(&mut g, "", 1, T0);
+    let lease = format!("{}", kept["leaseIds"][0]);
+    assert_eq!(
+        keep(&mut g, "", 1, T0 + 2_500)["leaseIds"],
+        serde_json::json!([])
+    );
+    apply(&mut store, &mut g);
+    let from_snapshot = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
+    let from_records = restored(&store);
+    for (how, mut gateway) in [
+        ("not restarted", g),
+        ("restored from its snapshot", from_snapshot),
+        ("restored from its stored records", from_records),
+    ] {
+        let renewal = keep(&mut gateway, &lease, 0, T0 + 3_001);
+        assert_eq!(
+            renewal["keptLeaseIds"],
+            serde_json::json!([]),
+            "{how}: the chain is over and the slot goes back"
+        );
+    }
 }

@@ -53,6 +53,34 @@ describe("PacelineGateway", () => {
     );
   });
 
+  test("a restarted object spaces a freed slot's next call from its last", async () => {
+    // Five slots, each a fifth of 20 calls a second: calls on one slot are
+    // at least 250 ms apart, and the stored bucket record says when each
+    // freed slot may start again.
+    const store = new Map();
+    const slotRules = [{ requestsPerWindow: 20, windowMs: 1000, maxConcurrency: 5 }];
+    const before = await startObject({}, store);
+    const { body: grant } = await call(before.object, "/v1/rate/acquire", {
+      bucketId: "b",
+      rules: slotRules,
+      requested: 5,
+    });
+    assert.equal(grant.granted, 5);
+    const last = grant.scheduledAtMs.at(-1);
+    const leaseIds = [grant.leaseIds.at(-1)];
+    const released = await call(before.object, "/v1/rate/release", { bucketId: "b", rules: slotRules, leaseIds });
+    assert.deepEqual(released.body, { released: 1 });
+
+    const after = await startObject({}, store);
+    const { body: next } = await call(after.object, "/v1/rate/acquire", {
+      bucketId: "b",
+      rules: slotRules,
+      requested: 1,
+    });
+    assert.equal(next.granted, 1);
+    assert.ok(next.scheduledAtMs[0] >= last + 250, `${next.scheduledAtMs[0]} is a spacing after ${last}`);
+  });
+
   test("requests that change nothing cost no write; a refused charge is state", async () => {
     const secret = "object-secret";
     const { state, object } = await startObject({ PACELINE_SECRET: secret });

@@ -7,11 +7,12 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+use super::budget_turn::{Turn, Turns};
 use super::port::GatewayPort;
 use super::retry::with_retries;
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{BudgetCharge, BudgetKind, ChargeRequest, ChargeResponse};
-use crate::rt::{LocalBoxFuture, Runtime, Slots};
+use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::Millis;
 
 pub trait BudgetState {
@@ -71,21 +72,44 @@ impl BudgetState for LocalBudgetState {
 /// Charges queue only while a reservation is in flight, one round trip.
 const TURN_POLL_MS: Millis = 5;
 
+/// Reservations whose answer no charge has read are kept at most this
+/// many; past it the oldest is forgotten. Each comes from a charge that
+/// lost its request at the gateway, and the next charge settles it.
+const MAX_UNSETTLED: usize = 16;
+
 /// Reserves budget at the gateway in coarse blocks and charges each local
 /// operation against them exactly once.
+///
+/// A reservation whose answer its charge never read (the charge was
+/// dropped with its request, or lost its turn waiting) stays unsettled
+/// until the next charge asks the gateway again with the same reservation
+/// id: the gateway counts it once and returns its first answer, and the
+/// units it reserved are this state's to use. The charge that sent it
+/// never applies it: if it wakes after losing its turn, it charges again
+/// from the start.
 pub struct GatewayBudgetState {
     port: Rc<dyn GatewayPort>,
     rt: Rc<dyn Runtime>,
     /// Units reserved at the gateway and not yet used, per run and key.
     remaining: RefCell<HashMap<(String, String), u64>>,
-    /// One charge at a time, in arrival order. The state may be shared by
-    /// a Worker's requests, so a charge waits for its turn on its own timer
-    /// (see [`Slots::acquire_on_own_timer`]).
-    turn: Slots,
+    /// One charge at a time, in arrival order, each for a bounded time.
+    turns: Turns,
+    /// Reservations sent and not settled, oldest first.
+    unsettled: RefCell<Vec<ChargeRequest>>,
     id_prefix: String,
     next_id: Cell<u64>,
     /// Sent with every charge, for a gateway with a secret.
     run_scope_token: Option<String>,
+}
+
+/// What a charge reserves, and the units each key it touches keeps.
+struct Plan {
+    /// Blocks to reserve; none when the units held cover the charge.
+    blocks: Vec<BudgetCharge>,
+    /// The exact shortfalls behind the blocks.
+    exact: Vec<BudgetCharge>,
+    /// Each touched key's units left once the blocks are reserved.
+    after: Vec<((String, String), u64)>,
 }
 
 impl GatewayBudgetState {
@@ -95,7 +119,8 @@ impl GatewayBudgetState {
             port,
             rt,
             remaining: RefCell::new(HashMap::new()),
-            turn: Slots::of_kind(1, "a budget charge's turn"),
+            turns: Turns::default(),
+            unsettled: RefCell::new(Vec::new()),
             id_prefix: format!("{seed:016x}"),
             next_id: Cell::new(0),
             run_scope_token: None,
@@ -126,86 +151,155 @@ impl GatewayBudgetState {
             .unwrap_or(0)
     }
 
-    async fn charge_serial(
-        &self,
-        root_run_id: &str,
-        charges: &[BudgetCharge],
-    ) -> Result<ChargeResponse> {
-        let key = |c: &BudgetCharge| (root_run_id.to_owned(), c.key.clone());
-        let mut blocks = Vec::new();
-        let mut exact = Vec::new();
-        let mut previous = Vec::new();
-        {
-            let mut remaining = self.remaining.borrow_mut();
-            for c in charges {
-                let held = remaining.get(&key(c)).copied();
-                previous.push((key(c), held));
-                let held = held.unwrap_or(0);
-                if held >= c.amount {
-                    remaining.insert(key(c), held - c.amount);
-                    continue;
-                }
-                let shortfall = c.amount - held;
-                // Other keys (a parent's fan-out) reserve exactly what
-                // they need.
-                let ahead = BudgetKind::from_key(&c.key).map_or(1, BudgetKind::reservation_block);
-                let block = shortfall.max(ahead).min(c.limit.max(shortfall));
-                blocks.push(BudgetCharge {
-                    amount: block,
-                    ..c.clone()
-                });
-                exact.push(BudgetCharge {
-                    amount: shortfall,
-                    ..c.clone()
-                });
-                remaining.insert(key(c), block - shortfall);
-            }
-        }
-        if blocks.is_empty() {
-            return Ok(ChargeResponse {
-                counters: BTreeMap::new(),
-            });
-        }
-        let restore = || {
-            let mut remaining = self.remaining.borrow_mut();
-            for (k, held) in &previous {
-                match held {
-                    Some(n) => remaining.insert(k.clone(), *n),
-                    None => remaining.remove(k),
-                };
-            }
+    fn plan(&self, root_run_id: &str, charges: &[BudgetCharge]) -> Plan {
+        let remaining = self.remaining.borrow();
+        let mut plan = Plan {
+            blocks: Vec::new(),
+            exact: Vec::new(),
+            after: Vec::new(),
         };
-        match self.reserve(root_run_id, &blocks).await {
-            Ok(r) => Ok(r),
-            Err(e) if e.code == ErrorCode::BudgetExceeded && blocks != exact => {
-                // The block would cross the limit; the exact shortfall may not.
-                {
-                    let mut remaining = self.remaining.borrow_mut();
-                    for c in &exact {
-                        remaining.insert(key(c), 0);
-                    }
-                }
-                self.reserve(root_run_id, &exact)
-                    .await
-                    .inspect_err(|_| restore())
+        for c in charges {
+            let key = (root_run_id.to_owned(), c.key.clone());
+            // A key named twice charges on from what its first left.
+            let held = match plan.after.iter().rposition(|(k, _)| *k == key) {
+                Some(at) => plan.after[at].1,
+                None => remaining.get(&key).copied().unwrap_or(0),
+            };
+            if held >= c.amount {
+                plan.after.push((key, held - c.amount));
+                continue;
             }
-            Err(e) => {
-                restore();
-                Err(e)
-            }
+            let shortfall = c.amount - held;
+            // Other keys (a parent's fan-out) reserve exactly what they need.
+            let ahead = BudgetKind::from_key(&c.key).map_or(1, BudgetKind::reservation_block);
+            let block = shortfall.max(ahead).min(c.limit.max(shortfall));
+            plan.blocks.push(BudgetCharge {
+                amount: block,
+                ..c.clone()
+            });
+            plan.exact.push(BudgetCharge {
+                amount: shortfall,
+                ..c.clone()
+            });
+            plan.after.push((key, block - shortfall));
+        }
+        plan
+    }
+
+    fn keep(&self, after: Vec<((String, String), u64)>) {
+        let mut remaining = self.remaining.borrow_mut();
+        for (key, units) in after {
+            remaining.insert(key, units);
         }
     }
 
+    /// Charges within `turn`; `None` if the turn passed to another charge
+    /// while this one waited on the gateway.
+    async fn charge_in_turn(
+        &self,
+        turn: &Turn,
+        root_run_id: &str,
+        charges: &[BudgetCharge],
+    ) -> Option<Result<ChargeResponse>> {
+        self.settle(turn).await?;
+        let mut plan = self.plan(root_run_id, charges);
+        if plan.blocks.is_empty() {
+            self.keep(plan.after);
+            return Some(Ok(ChargeResponse {
+                counters: BTreeMap::new(),
+            }));
+        }
+        let answer = match self.reserve(turn, root_run_id, &plan.blocks).await? {
+            Err(e) if e.code == ErrorCode::BudgetExceeded && plan.blocks != plan.exact => {
+                // The block would cross the limit; the exact shortfall may
+                // not, and leaves nothing over.
+                for (key, units) in &mut plan.after {
+                    if plan.exact.iter().any(|c| c.key == key.1) {
+                        *units = 0;
+                    }
+                }
+                self.reserve(turn, root_run_id, &plan.exact).await?
+            }
+            answer => answer,
+        };
+        if answer.is_ok() {
+            self.keep(plan.after);
+        }
+        Some(answer)
+    }
+
     /// One reservation, retried with the same id so the gateway counts it
-    /// once however many attempts reach it.
-    async fn reserve(&self, root_run_id: &str, charges: &[BudgetCharge]) -> Result<ChargeResponse> {
+    /// once however many attempts reach it. `None` if the turn was lost
+    /// meanwhile: the reservation is then left for the next charge to
+    /// settle.
+    async fn reserve(
+        &self,
+        turn: &Turn,
+        root_run_id: &str,
+        charges: &[BudgetCharge],
+    ) -> Option<Result<ChargeResponse>> {
         let request = ChargeRequest {
             root_run_id: root_run_id.to_owned(),
             reservation_id: self.reservation_id(),
             run_scope_token: self.run_scope_token.clone(),
             charges: charges.to_vec(),
         };
+        {
+            let mut unsettled = self.unsettled.borrow_mut();
+            if unsettled.len() >= MAX_UNSETTLED {
+                // Units it may have reserved stay counted and unused: the
+                // run stops short of its limit by them, never past it.
+                unsettled.remove(0);
+            }
+            unsettled.push(request.clone());
+        }
+        let answer = self.send(&request).await;
+        self.settled(turn, &request).then_some(answer)
+    }
+
+    async fn send(&self, request: &ChargeRequest) -> Result<ChargeResponse> {
         with_retries(&*self.rt, || self.port.charge(request.clone())).await
+    }
+
+    /// Takes `request` off the unsettled list if `turn` still holds the
+    /// turn; false if not.
+    fn settled(&self, turn: &Turn, request: &ChargeRequest) -> bool {
+        if !turn.held() {
+            return false;
+        }
+        let mut unsettled = self.unsettled.borrow_mut();
+        if let Some(at) = unsettled
+            .iter()
+            .position(|r| r.reservation_id == request.reservation_id)
+        {
+            unsettled.remove(at);
+        }
+        true
+    }
+
+    /// Asks the gateway again for every reservation whose answer no charge
+    /// read, and keeps the units each reserved. A refused one reserved
+    /// nothing; one that fails again is let go, its units (if the gateway
+    /// counted them) never used. `None` if the turn was lost meanwhile.
+    async fn settle(&self, turn: &Turn) -> Option<()> {
+        loop {
+            let next = self.unsettled.borrow().first().cloned();
+            let Some(request) = next else {
+                return Some(());
+            };
+            let answer = self.send(&request).await;
+            if !self.settled(turn, &request) {
+                return None;
+            }
+            if answer.is_ok() {
+                let mut remaining = self.remaining.borrow_mut();
+                for c in &request.charges {
+                    let key = (request.root_run_id.clone(), c.key.clone());
+                    let units = remaining.get(&key).copied().unwrap_or(0);
+                    remaining.insert(key, units.saturating_add(c.amount));
+                }
+            }
+        }
     }
 }
 
@@ -216,11 +310,14 @@ impl BudgetState for GatewayBudgetState {
         charges: &'a [BudgetCharge],
     ) -> LocalBoxFuture<'a, Result<ChargeResponse>> {
         Box::pin(async move {
-            let _turn = self
-                .turn
-                .acquire_on_own_timer(&*self.rt, TURN_POLL_MS, None)
-                .await?;
-            self.charge_serial(root_run_id, charges).await
+            loop {
+                let turn = self.turns.take(&*self.rt, TURN_POLL_MS).await;
+                if let Some(answer) = self.charge_in_turn(&turn, root_run_id, charges).await {
+                    return answer;
+                }
+                // Its turn passed on while it waited on the gateway: what
+                // it sent is the holder's to settle, and it charges again.
+            }
         })
     }
 }

@@ -2,6 +2,7 @@
 //! budget states, and what they need from their host.
 
 mod budget;
+mod budget_turn;
 mod codec;
 mod pacer;
 mod permit;
@@ -9,6 +10,7 @@ mod port;
 mod retry;
 
 pub use budget::{BudgetState, GatewayBudgetState, LocalBudgetState};
+pub use budget_turn::CHARGE_TURN_TIMEOUT_MS;
 /// How often a waiting caller looks again; the simulation's window guard
 /// is sized by it.
 #[cfg(any(test, feature = "sim"))]

@@ -57,7 +57,7 @@ pub(crate) struct LeaseTable {
     /// average), to tell a refused caller when a slot is likely to free.
     pub hold_us: Option<Micros>,
     /// When each slot may start its next call, for buckets whose slots
-    /// are streamed (not part of a snapshot, see [`SlotStreams`]).
+    /// are streamed.
     pub streams: SlotStreams,
 }
 
@@ -135,6 +135,7 @@ impl LeaseTable {
     }
 
     /// Entries of the expiry queue, live or not: what the table costs.
+    #[cfg(any(test, feature = "sim"))]
     pub fn queued(&self) -> usize {
         self.queue.len()
     }

@@ -356,21 +356,29 @@ impl GatewayCore {
         result
     }
 
-    /// A run's budget counter for `key` (0 if never charged).
+    /// A run's budget counter for `key` (0 if never charged): for tests and
+    /// the simulation's books, which check the gateway's counts against
+    /// the clients'.
+    #[cfg(any(test, feature = "sim"))]
     pub fn budget_counter(&self, root_run_id: &str, key: &str) -> u64 {
         self.ledgers.get(root_run_id).map_or(0, |l| l.count(key))
     }
 
+    /// Buckets held, for tests of the gateway's bounds.
+    #[cfg(any(test, feature = "sim"))]
     pub fn bucket_count(&self) -> usize {
         self.buckets.len()
     }
 
+    /// Run ledgers held, for tests of the gateway's bounds.
+    #[cfg(any(test, feature = "sim"))]
     pub fn run_count(&self) -> usize {
         self.ledgers.len()
     }
 
     /// Entries in every bucket's lease expiry queue, live or released: what
     /// the lease tables cost, for benchmarks and leak tests.
+    #[cfg(any(test, feature = "sim"))]
     pub fn queued_leases(&self) -> usize {
         self.buckets.values().map(|b| b.leases.queued()).sum()
     }

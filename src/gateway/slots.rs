@@ -47,22 +47,22 @@ pub(crate) const KEEPER_RETRY_MS: u64 = 1_000;
 /// How long a caller refused for want of a slot counts as waiting.
 pub(crate) const WAITERS_MEMORY_US: Micros = 1_000_000;
 
-/// Where each slot's stream stands. Not part of a snapshot: a restored
-/// gateway treats every free slot as ready, which can start one call per
-/// slot early by up to a spacing, once, right after a restore.
+/// Where each slot's stream stands. Part of the bucket's snapshot (its own
+/// record there): a gateway restored without it would take every freed
+/// slot for ready and could start a call on it up to a spacing early.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SlotStreams {
     /// When each freed, not yet re-granted slot may start its next call.
-    free_ready: Vec<Micros>,
+    pub free_ready: Vec<Micros>,
     /// Leases granted one per time: when their slot may start its next call.
-    ready_after: HashMap<LeaseId, Micros>,
+    pub ready_after: HashMap<LeaseId, Micros>,
     /// Kept leases: when each one's chain began.
-    chains: HashMap<LeaseId, Micros>,
+    pub chains: HashMap<LeaseId, Micros>,
     /// A caller wanted a slot and found none, until about this time.
-    waiters_until: Micros,
+    pub waiters_until: Micros,
     /// How long after its chain's end a kept lease usually comes back (a
     /// moving average): its last call ends, then the release travels.
-    return_delay_us: Option<Micros>,
+    pub return_delay_us: Option<Micros>,
 }
 
 impl SlotStreams {

@@ -1,10 +1,11 @@
 //! A bucket's record in a snapshot: its rules, timelines, leases and
-//! clocks, with its adaptive rate, quota and throughput counts in the
-//! records of their own types.
+//! clocks, with its adaptive rate, quota, throughput counts and streamed
+//! slots in the records of their own types.
 
 use super::adaptive_record::{read_adaptive, read_adaptive_v1, write_adaptive};
 use super::codec::{Reader, Writer};
 use super::quota_record::{read_quota, write_quota};
+use super::slots_record::{read_streams, write_streams};
 use super::throughput_record::{read_throughput, write_throughput};
 use crate::error::{Error, Result};
 use crate::gateway::bucket::Bucket;
@@ -57,6 +58,8 @@ pub(super) fn write_bucket(w: &mut Writer, b: &Bucket) {
         w.uint(n);
     }
     write_throughput(w, &b.throughput);
+    let leases: Vec<LeaseId> = b.leases.iter().map(|&(_, id)| id).collect();
+    write_streams(w, &b.leases.streams, &leases);
 }
 
 /// Reads a bucket record of format `version`: version 1 had 64-bit lease
@@ -91,6 +94,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     // of that order was not written by a gateway. (Version 1 listed them in
     // any order.)
     let mut leases = LeaseTable::default();
+    let mut lease_ids = Vec::new();
     let mut last = None;
     for _ in 0..r.len()? {
         let id = if version == 1 {
@@ -107,6 +111,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
         }
         last = Some(entry);
         leases.insert(id, entry.0);
+        lease_ids.push(id);
     }
     let mut bucket = Bucket {
         signature: if rules.is_empty() {
@@ -157,6 +162,11 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     // cuts go by their factors until the counts fill again.
     if version >= 3 {
         bucket.throughput = read_throughput(r)?;
+    }
+    // Before version 5 the slots' streams were not kept: every freed slot
+    // reads as ready, as a restore then had it.
+    if version >= 5 {
+        bucket.leases.streams = read_streams(r, &lease_ids)?;
     }
     Ok(bucket)
 }

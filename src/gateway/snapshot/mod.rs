@@ -17,16 +17,19 @@
 //! answers garbage. Bodies are LEB128 integers, little-endian fixed-width
 //! numbers and length-prefixed UTF-8 strings; a snapshot's body is the meta
 //! record then every bucket and run record, length-prefixed, in key order,
-//! so equal states give equal bytes. Version 4 made records separable;
-//! versions 1 (no checksum, 64-bit lease ids, full reservations), 2 (no
-//! counts for the adaptive rate's cuts and probe leash) and 3 (records
-//! inline) are still read.
+//! so equal states give equal bytes. Version 5 keeps each bucket's streamed
+//! slots; version 4 made records separable. Versions 1 (no checksum, 64-bit
+//! lease ids, full reservations), 2 (no counts for the adaptive rate's cuts
+//! and probe leash), 3 (records inline) and 4 (no slot streams) are still
+//! read, and a host's stored records may mix versions 4 and 5: it rewrites
+//! only the records a request changed.
 
 mod adaptive_record;
 mod bucket_record;
 mod codec;
 mod ledger_record;
 mod quota_record;
+mod slots_record;
 mod throughput_record;
 
 use std::collections::{BTreeSet, HashMap};
@@ -45,7 +48,9 @@ use codec::{Reader, Writer};
 use ledger_record::{read_ledger, write_ledger};
 
 const MAGIC: &[u8; 4] = b"PCLN";
-const FORMAT_VERSION: u8 = 4;
+const FORMAT_VERSION: u8 = 5;
+/// The first version whose state was stored as keyed records.
+const FIRST_RECORDS_VERSION: u8 = 4;
 const CHECKSUM_BYTES: usize = 8;
 
 /// The key of the record holding the lease-id key and counter and the floor.
@@ -134,10 +139,10 @@ fn run_entry(r: &mut Reader, version: u8) -> Result<(Ledger, Option<Micros>)> {
     Ok((ledger, idle_at))
 }
 
-/// Where a length-prefixed record of a version-4 snapshot ends (earlier
-/// versions wrote records inline).
+/// Where a length-prefixed record of a snapshot ends (versions before
+/// records wrote them inline).
 fn record_end(r: &mut Reader, version: u8) -> Result<Option<usize>> {
-    if version < 4 {
+    if version < FIRST_RECORDS_VERSION {
         return Ok(None);
     }
     let len = r.len()? as usize;
@@ -293,9 +298,9 @@ impl GatewayCore {
         let mut runs = Vec::new();
         for (key, bytes) in records {
             let (version, mut r) = open(bytes)?;
-            if version != FORMAT_VERSION {
+            if version < FIRST_RECORDS_VERSION {
                 return Err(Error::invalid(format!(
-                    "record {key} is format version {version}; stored records start at {FORMAT_VERSION}"
+                    "record {key} is format version {version}; stored records start at {FIRST_RECORDS_VERSION}"
                 )));
             }
             if key == META_KEY {

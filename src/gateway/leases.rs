@@ -159,6 +159,12 @@ impl LeaseTable {
 
     /// Extends a live lease to a full `ttl` from `now`; false for one that
     /// is not live (unknown or expired).
+    /// Whether `id` is a live lease.
+    pub fn holds(&mut self, id: LeaseId, now: Micros) -> bool {
+        self.sweep(now);
+        self.expires.contains_key(&id)
+    }
+
     pub fn renew(&mut self, id: LeaseId, now: Micros, ttl: Micros) -> bool {
         self.sweep(now);
         let Some(&expires_at) = self.expires.get(&id) else {

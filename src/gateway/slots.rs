@@ -178,7 +178,10 @@ impl Bucket {
         let contended = self.leases.streams.contended(now);
         let mut kept = Vec::new();
         for text in held {
-            let Some(id) = parse_lease_id(text) else {
+            // An id that is not a live lease starts no chain: chains are
+            // kept per lease, and a client naming made-up ids would grow
+            // the table for as long as the bucket lives.
+            let Some(id) = parse_lease_id(text).filter(|&id| self.leases.holds(id, now)) else {
                 continue;
             };
             let started = *self.leases.streams.chains.entry(id).or_insert(now);
@@ -412,5 +415,21 @@ mod tests {
         let held = vec![first.new[0].0.clone()];
         let again = b.hand_slots(&held, 2, false, 2, 2, HORIZON, TTL, &mut ids);
         assert_eq!((again.kept.len(), again.new.len()), (1, 1));
+    }
+
+    /// Bug: any well-formed id a client named as held started a chain
+    /// entry, live lease or not, and nothing ever removed it: a client could
+    /// grow the table by a batch of made-up ids per request.
+    #[test]
+    fn ids_that_are_no_live_lease_start_no_chain_bug_made_up_ids_grew_the_table() {
+        let (mut ids, mut b) = (ids(), bucket(20, 2));
+        let made_up: Vec<String> = (0..50).map(|_| format_lease_id(ids.next_id())).collect();
+        let answer = b.hand_slots(&made_up, 0, false, 0, 0, HORIZON, TTL, &mut ids);
+        assert!(answer.kept.is_empty());
+        assert!(
+            b.leases.streams.chains.is_empty(),
+            "{} chains",
+            b.leases.streams.chains.len()
+        );
     }
 }

@@ -2,7 +2,9 @@
 // process a client with its own block-leasing pacer over fetchPort. A 429
 // goes to the gateway as a penalty (its timeline then waits, so the caller
 // does not sleep as well).
-import { startDevGateway } from "../../gateway/node-server.mjs";
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { fileURLToPath } from "node:url";
 import { paceline } from "../../lib/node-package.mjs";
 
 export const label = "paceline (Node dev gateway)";
@@ -11,9 +13,27 @@ export function describe({ rps, maxConcurrency }) {
   return `one shared gateway; rule ${rps} req/s with maxConcurrency ${maxConcurrency}; blocks of permits per process`;
 }
 
+// The gateway runs in a process of its own, as it would in production: in
+// the runner's process its work would delay the provider stub's stamps of
+// arrivals (the referee's clock), and bunch them.
 export async function startService() {
-  const gateway = await startDevGateway({ port: 0 });
-  return { config: { gatewayUrl: gateway.url }, stop: () => gateway.close() };
+  const script = fileURLToPath(new URL("../../gateway/node-server.mjs", import.meta.url));
+  const child = spawn(process.execPath, [script, "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  const url = await new Promise((resolve, reject) => {
+    child.once("exit", (code) => reject(new Error(`the dev gateway exited (${code}) before listening`)));
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      const found = /on (http:\/\/\S+)/.exec(out);
+      if (found) resolve(found[1]);
+    });
+  });
+  const stop = async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill("SIGTERM");
+    await once(child, "exit");
+  };
+  return { config: { gatewayUrl: url }, stop };
 }
 
 export async function createContender(config) {

@@ -4,6 +4,7 @@
 mod budget;
 mod clock;
 mod error;
+#[cfg(feature = "gateway-host")]
 mod gateway;
 mod governor;
 mod governor_options;
@@ -22,6 +23,7 @@ mod timers;
 
 pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;
+#[cfg(feature = "gateway-host")]
 pub use gateway::JsGatewayCore;
 pub use governor::JsGovernor;
 pub use leases::{JsToolLease, JsWorkLease};

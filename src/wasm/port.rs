@@ -15,7 +15,7 @@ use super::reader::{message, settle};
 use crate::client::{GatewayPort, GatewayReply, GatewayTransport};
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::protocol::{
-    self, limits, AcquireRequest, ChargeRequest, Endpoint, ObserveRequest, PenalizeRequest,
+    limits, AcquireRequest, ChargeRequest, Endpoint, ObserveRequest, PenalizeRequest,
     ReleaseRequest, BUCKET_VIEW_PREFIX, ROUTES,
 };
 use crate::rt::LocalBoxFuture;
@@ -168,31 +168,6 @@ pub fn gateway_wire() -> JsValue {
         &JsValue::from_f64(limits::MAX_BODY_BYTES as f64),
     );
     wire.into()
-}
-
-/// The name of the gateway object that owns a request to `path`: its
-/// `bucketId`, or `"run:"` and its `rootRunId`. Throws `INVALID_INPUT` for
-/// an unknown path or a body without the id.
-#[wasm_bindgen(js_name = gatewayObjectName)]
-pub fn gateway_object_name(
-    #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] body: JsValue,
-) -> std::result::Result<String, JsValue> {
-    let path = super::reader::string(&path, "path", 256)?;
-    let route = protocol::route(&path)
-        .ok_or_else(|| Error::invalid(format!("no gateway endpoint at POST {path}")))?;
-    let body = body
-        .dyn_into::<Uint8Array>()
-        .map_err(|_| Error::invalid("body must be a Uint8Array"))?;
-    if body.length() as usize > limits::MAX_BODY_BYTES {
-        return Err(Error::invalid(format!(
-            "body is {} bytes; the limit is {}",
-            body.length(),
-            limits::MAX_BODY_BYTES
-        ))
-        .into());
-    }
-    Ok(protocol::owner_name(route, &body.to_vec())?)
 }
 
 /// The gateway's calls one by one, over a transport, for a host that talks

@@ -10,7 +10,12 @@
 //    and takes and releases its first permit (median of the runs, each
 //    phase timed with performance.now()).
 // A Worker that does not import paceline, timed the same way, gives
-// workerd's own first-request cost, the floor under the module's figures.
+// workerd's own first-request cost, the floor under the module's figures;
+// one that imports paceline but calls nothing in its first request shows
+// what the module's presence costs that request (workerd compiles and
+// instantiates the module at startup, before the Worker is ready: the
+// "startup" row, the time to Miniflare's ready, includes that). This
+// build's client module ("paceline/client") is timed beside the full one.
 // Runs alternate between the packages so load on the machine falls on all
 // alike.
 // Usage: node js/bench/cold-start.mjs [--baseline DIR] [--runs N]
@@ -26,13 +31,17 @@ import { bundleWorker, pkgDir } from "../lib/bundle-worker.mjs";
 
 const { values } = parseArgs({ options: { baseline: { type: "string" }, runs: { type: "string", default: "11" } } });
 const runs = Number(values.runs);
-const packages = [{ name: "this build", dir: pkgDir }];
-if (values.baseline) packages.push({ name: "baseline", dir: values.baseline });
+const packages = [
+  { name: "this build", dir: pkgDir, specifier: "paceline", module: "paceline" },
+  { name: "this build, paceline/client", dir: pkgDir, specifier: "paceline/client", module: "paceline_client" },
+];
+if (values.baseline)
+  packages.push({ name: "baseline", dir: values.baseline, specifier: "paceline", module: "paceline" });
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const probeSource = `
-import { LocalRateState } from "paceline";
+const probeSource = (specifier) => `
+import { LocalRateState } from "${specifier}";
 let pacer;
 export default {
   async fetch(request) {
@@ -47,13 +56,18 @@ export default {
 
 const emptySource = `export default { fetch() { return new Response("ok"); } };`;
 
-// Runs in a fresh Node process: argv[1] is the package directory.
+const importOnlySource = (specifier) => `
+import * as paceline from "${specifier}";
+export default { fetch() { return new Response(typeof paceline.LocalRateState); } };`;
+
+// Runs in a fresh Node process: argv[1] is the package directory, argv[2]
+// the module's name (its glue and .wasm).
 const nodeProbe = `
 const t0 = performance.now();
-const dir = process.argv[1];
+const [dir, name] = process.argv.slice(1);
 const { readFileSync } = await import("node:fs");
-const bytes = readFileSync(dir + "/paceline_bg.wasm");
-const { initSync, LocalRateState } = await import(dir + "/paceline.js");
+const bytes = readFileSync(dir + "/" + name + "_bg.wasm");
+const { initSync, LocalRateState } = await import(dir + "/" + name + ".js");
 const t1 = performance.now();
 const module = new WebAssembly.Module(bytes);
 const t2 = performance.now();
@@ -73,23 +87,29 @@ async function timeIt(fn) {
 }
 
 const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));
-const probePath = join(work, "probe.mjs");
-writeFileSync(probePath, probeSource);
 const emptyPath = join(work, "empty.mjs");
 writeFileSync(emptyPath, emptySource);
-const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [] };
-for (const p of packages) {
+const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [], startup: [] };
+for (const [i, p] of packages.entries()) {
+  const probePath = join(work, `probe-${i}.mjs`);
+  writeFileSync(probePath, probeSource(p.specifier));
   p.options = await bundleWorker(probePath, p.dir);
+  const importOnlyPath = join(work, `import-only-${i}.mjs`);
+  writeFileSync(importOnlyPath, importOnlySource(p.specifier));
+  p.importOnly = { options: await bundleWorker(importOnlyPath, p.dir), workerd: [], workerdPermit: [], startup: [] };
   p.workerd = [];
   p.workerdPermit = [];
+  p.startup = [];
   p.node = { compile: [], instantiate: [], firstPermit: [], total: [] };
-  const wasm = readFileSync(join(p.dir, "paceline_bg.wasm"));
-  p.size = `${statSync(join(p.dir, "paceline_bg.wasm")).size} B raw, ${gzipSync(wasm, { level: 9 }).length} B gzip -9`;
+  const wasmPath = join(p.dir, `${p.module}_bg.wasm`);
+  p.size = `${statSync(wasmPath).size} B raw, ${gzipSync(readFileSync(wasmPath), { level: 9 }).length} B gzip -9`;
 }
 
 async function inWorkerd(p) {
+  const start = performance.now();
   const mf = new Miniflare(p.options);
   await mf.ready;
+  p.startup.push(performance.now() - start);
   const get = (url) => timeIt(async () => (await mf.dispatchFetch(url)).text());
   const first = await get("http://probe/");
   const firstPermit = await get("http://probe/?permit");
@@ -106,9 +126,10 @@ for (let i = 0; i < runs; i++) {
   await inWorkerd(empty);
   for (const p of packages) {
     await inWorkerd(p);
+    await inWorkerd(p.importOnly);
 
     const out = JSON.parse(
-      execFileSync(process.execPath, ["--input-type=module", "-e", nodeProbe, p.dir], { encoding: "utf8" }),
+      execFileSync(process.execPath, ["--input-type=module", "-e", nodeProbe, p.dir, p.module], { encoding: "utf8" }),
     );
     for (const k of ["compile", "instantiate", "firstPermit"]) p.node[k].push(out[k]);
     p.node.total.push(out.compile + out.instantiate);
@@ -122,7 +143,10 @@ console.log(`| module | ${packages.map((p) => p.size).join(" | ")} |`);
 const row = (label, pick) => console.log(`| ${label} | ${packages.map((p) => f(median(pick(p)))).join(" | ")} |`);
 row("workerd: cold start, first request (a new LocalRateState) less a warm one", (p) => p.workerd);
 row("workerd: first acquire + release less a warm one", (p) => p.workerdPermit);
+row("workerd: the same, a Worker that imports paceline and calls nothing", (p) => p.importOnly.workerd);
 console.log(`| workerd: the same first request to a Worker without paceline | ${f(median(empty.workerd))} |`);
+row("workerd: startup, new Miniflare to ready (compiles and instantiates the module)", (p) => p.startup);
+console.log(`| workerd: startup of a Worker without paceline | ${f(median(empty.startup))} |`);
 row("Node: compile the .wasm", (p) => p.node.compile);
 row("Node: instantiate (initSync) + a new LocalRateState", (p) => p.node.instantiate);
 row("Node: cold start, compile + instantiate", (p) => p.node.total);

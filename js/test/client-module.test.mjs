@@ -27,9 +27,11 @@ export default {
 };`;
 
 // What only a gateway's host needs: the full module's GatewayCore class,
-// its routing and token helpers, and the glue built on them.
+// its routing and token helpers, the one-call-at-a-time GatewayClient (for
+// admin tools and tests), and the glue built on them.
 const gatewayHostOnly = [
   "DEFAULT_WINDOW_GUARD_MS",
+  "GatewayClient",
   "GatewayCore",
   "PacelineGateway",
   "coreTransport",

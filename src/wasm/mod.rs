@@ -6,6 +6,8 @@ mod clock;
 mod error;
 #[cfg(feature = "gateway-host")]
 mod gateway;
+#[cfg(feature = "gateway-host")]
+mod gateway_client;
 mod governor;
 mod governor_options;
 mod js;
@@ -25,8 +27,9 @@ pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;
 #[cfg(feature = "gateway-host")]
 pub use gateway::JsGatewayCore;
+#[cfg(feature = "gateway-host")]
+pub use gateway_client::JsGatewayClient;
 pub use governor::JsGovernor;
 pub use leases::{JsToolLease, JsWorkLease};
 pub use permit::JsPermit;
-pub use port::JsGatewayClient;
 pub use rate_state::{JsGatewayRateState, JsLocalRateState};

@@ -108,11 +108,22 @@ describe("the client module's package entries", () => {
     assert.match(entry, /initSync\(\{ module: wasm \}\)/);
   });
 
+  test("its web entry works once initSync({ module }) is given the client .wasm", async () => {
+    const web = await import(join(pkgDir, "client.js"));
+    web.initSync({ module: new WebAssembly.Module(readFileSync(join(pkgDir, "paceline_client_bg.wasm"))) });
+    const state = new web.LocalRateState();
+    const permit = await state.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 10, windowMs: 1000 }] });
+    assert.ok(permit instanceof web.Permit);
+    await permit.release();
+    state.free();
+  });
+
   test("a LocalRateState from the Node entry hands out a permit and takes it back", async () => {
-    const { LocalRateState, GatewayCore } = await import(join(pkgDir, "paceline_client_node.js"));
+    const { LocalRateState, GatewayCore, Permit } = await import(join(pkgDir, "paceline_client_node.js"));
     assert.equal(GatewayCore, undefined);
     const state = new LocalRateState();
     const permit = await state.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 10, windowMs: 1000 }] });
+    assert.ok(permit instanceof Permit);
     await permit.release();
     state.free();
   });

@@ -169,7 +169,10 @@ function addClientModule(outDir, spec) {
   const before = statSync(join(tmp, wasm)).size;
   run(wasmOpt, [...config["wasm-opt"].flags, join(tmp, wasm), "-o", join(outDir, wasm)]);
   const glueSource = readFileSync(join(tmp, `${name}.js`), "utf8");
-  writeFileSync(join(outDir, `${name}.js`), hideStateTokens(guardUninitialised(brandClasses(glueSource))));
+  writeFileSync(
+    join(outDir, `${name}.js`),
+    hideStateTokens(guardUninitialised(brandClasses(glueSource)), spec["state-classes"]),
+  );
   // Its typings name the wire types in the client's copies of the glue.
   const typingsSource = readFileSync(join(tmp, `${name}.d.ts`), "utf8").replaceAll(
     '"./glue/',

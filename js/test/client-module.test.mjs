@@ -1,9 +1,10 @@
 // The client module ("paceline/client"): the crate without its gateway-host
-// bindings, for isolates that only pace their own calls. In a real workerd,
+// bindings and without LocalRateState's in-process scheduler, for isolates
+// that pace their calls through a shared gateway. In a real workerd,
 // a client Worker bundled from `import ... from "paceline/client"` ships
 // only the client .wasm and paces its calls through a gateway Worker (the
 // full module, in a Durable Object) over a service binding; in Node, its
-// entry exports the full entry's API less the gateway host's. Real time;
+// entry exports the full entry's API less those parts. Real time;
 // the assertions are invariants of the schedule, not durations.
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -26,13 +27,15 @@ export default {
   },
 };`;
 
-// What only a gateway's host needs: the full module's GatewayCore class,
-// its routing and token helpers, the one-call-at-a-time GatewayClient (for
-// admin tools and tests), and the glue built on them.
-const gatewayHostOnly = [
+// What the client module leaves out: what only a gateway's host needs (the
+// GatewayCore class, its routing and token helpers, the one-call-at-a-time
+// GatewayClient for admin tools and tests, and the glue built on them), and
+// LocalRateState, which holds a scheduler of its own.
+const leftOut = [
   "DEFAULT_WINDOW_GUARD_MS",
   "GatewayClient",
   "GatewayCore",
+  "LocalRateState",
   "PacelineGateway",
   "coreTransport",
   "gatewayObjectName",
@@ -74,11 +77,11 @@ describe("the client module in workerd, beside a gateway Worker", () => {
     assert.doesNotMatch(bundled, /paceline_bg\.wasm/);
   });
 
-  test("its exports are the full entry's less the gateway host's", async () => {
+  test("its exports are the full entry's less the gateway host's and LocalRateState", async () => {
     const exports = await (await mf.dispatchFetch("http://client/exports")).json();
     const { paceline } = await import("../lib/node-package.mjs");
     const expected = Object.keys(paceline)
-      .filter((name) => !gatewayHostOnly.includes(name))
+      .filter((name) => !leftOut.includes(name))
       .sort();
     assert.deepEqual(exports, expected);
   });
@@ -108,23 +111,40 @@ describe("the client module's package entries", () => {
     assert.match(entry, /initSync\(\{ module: wasm \}\)/);
   });
 
+  // A gateway in this process, from the full module, reached over a plain
+  // transport: the client module talks to it as to any other.
+  const gatewayTransport = async () => {
+    const { GatewayCore, coreTransport } = await import("../lib/node-package.mjs").then((m) => m.paceline);
+    return coreTransport(new GatewayCore());
+  };
+  const rules = [{ requestsPerWindow: 10, windowMs: 1000 }];
+
   test("its web entry works once initSync({ module }) is given the client .wasm", async () => {
     const web = await import(join(pkgDir, "client.js"));
     web.initSync({ module: new WebAssembly.Module(readFileSync(join(pkgDir, "paceline_client_bg.wasm"))) });
-    const state = new web.LocalRateState();
-    const permit = await state.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 10, windowMs: 1000 }] });
+    const state = new web.GatewayRateState(await gatewayTransport());
+    const permit = await state.acquire({ bucketId: "b", rules });
     assert.ok(permit instanceof web.Permit);
     await permit.release();
     state.free();
   });
 
-  test("a LocalRateState from the Node entry hands out a permit and takes it back", async () => {
-    const { LocalRateState, GatewayCore, Permit } = await import(join(pkgDir, "paceline_client_node.js"));
-    assert.equal(GatewayCore, undefined);
-    const state = new LocalRateState();
-    const permit = await state.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 10, windowMs: 1000 }] });
-    assert.ok(permit instanceof Permit);
+  test("a GatewayRateState from the Node entry hands out a permit and takes it back", async () => {
+    const client = await import(join(pkgDir, "paceline_client_node.js"));
+    assert.equal(client.GatewayCore, undefined);
+    const state = new client.GatewayRateState(await gatewayTransport());
+    const permit = await state.acquire({ bucketId: "b", rules });
+    assert.ok(permit instanceof client.Permit);
     await permit.release();
     state.free();
+  });
+
+  test("a limiter without a port is INVALID_INPUT saying a port is required there", async () => {
+    const client = await import(join(pkgDir, "paceline_client_node.js"));
+    assert.equal(client.LocalRateState, undefined);
+    assert.throws(
+      () => client.createLimiter({ bucketId: "b", rules }),
+      (e) => e.code === "INVALID_INPUT" && /port is required with paceline\/client/.test(e.message),
+    );
   });
 });

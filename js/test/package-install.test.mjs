@@ -89,12 +89,13 @@ describe("the packed package, installed in an empty directory", () => {
       join(app, "use.ts"),
       `import { createLimiter, isPacelineError, type PacelineError } from "paceline";
 import { startDevGateway } from "paceline/node-gateway";
-import { GatewayRateState, LocalRateState, createLimiter as createClientLimiter, type Permit } from "paceline/client";
+import { GatewayRateState, createLimiter as createClientLimiter, fetchPort, type Permit } from "paceline/client";
 export const gateway: Promise<{ url: string }> = startDevGateway({ port: 0 });
-const local = new LocalRateState();
-export const permit: Promise<Permit> = local.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
-const clientLimiter = createClientLimiter({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
-export const clientState: GatewayRateState | LocalRateState = clientLimiter.state;
+const port = fetchPort({ fetch, baseUrl: "http://127.0.0.1:8787" });
+const remote = new GatewayRateState(port);
+export const permit: Promise<Permit> = remote.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
+const clientLimiter = createClientLimiter({ port, bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
+export const clientState: GatewayRateState = clientLimiter.state;
 const limiter = createLimiter({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
 export async function use(): Promise<number> {
   try {

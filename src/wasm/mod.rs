@@ -32,4 +32,6 @@ pub use gateway_client::JsGatewayClient;
 pub use governor::JsGovernor;
 pub use leases::{JsToolLease, JsWorkLease};
 pub use permit::JsPermit;
-pub use rate_state::{JsGatewayRateState, JsLocalRateState};
+pub use rate_state::JsGatewayRateState;
+#[cfg(feature = "local-rate-state")]
+pub use rate_state::JsLocalRateState;

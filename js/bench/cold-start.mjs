@@ -15,7 +15,11 @@
 // what the module's presence costs that request (workerd compiles and
 // instantiates the module at startup, before the Worker is ready: the
 // "startup" row, the time to Miniflare's ready, includes that). This
-// build's client module ("paceline/client") is timed beside the full one.
+// build's client module ("paceline/client") is timed beside the full one;
+// it has no LocalRateState, so its probe makes a GatewayRateState over a
+// fetchPort to a gateway Worker (the full module, in a Durable Object)
+// bound beside it, and its first permit includes that gateway's own first
+// request; in Node, over a GatewayCore of the full module loaded untimed.
 // Runs alternate between the packages so load on the machine falls on all
 // alike.
 // Usage: node js/bench/cold-start.mjs [--baseline DIR] [--runs N]
@@ -27,25 +31,36 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { Miniflare } from "miniflare";
-import { bundleWorker, pkgDir } from "../lib/bundle-worker.mjs";
+import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
 
 const { values } = parseArgs({ options: { baseline: { type: "string" }, runs: { type: "string", default: "11" } } });
 const runs = Number(values.runs);
 const packages = [
   { name: "this build", dir: pkgDir, specifier: "paceline", module: "paceline" },
-  { name: "this build, paceline/client", dir: pkgDir, specifier: "paceline/client", module: "paceline_client" },
+  {
+    name: "this build, paceline/client",
+    dir: pkgDir,
+    specifier: "paceline/client",
+    module: "paceline_client",
+    remote: true,
+  },
 ];
 if (values.baseline)
   packages.push({ name: "baseline", dir: values.baseline, specifier: "paceline", module: "paceline" });
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const probeSource = (specifier) => `
-import { LocalRateState } from "${specifier}";
+const newState = (p) =>
+  p.remote
+    ? 'new GatewayRateState(fetchPort({ fetch: (url, init) => env.GATEWAY.fetch(url, init), baseUrl: "http://gateway" }), { blockHorizonMs: 1000 })'
+    : "new LocalRateState({ blockHorizonMs: 1000 })";
+
+const probeSource = (p) => `
+import { ${p.remote ? "GatewayRateState, fetchPort" : "LocalRateState"} } from "${p.specifier}";
 let pacer;
 export default {
-  async fetch(request) {
-    pacer ??= new LocalRateState({ blockHorizonMs: 1000 });
+  async fetch(request, env) {
+    pacer ??= ${newState(p)};
     if (new URL(request.url).searchParams.has("permit")) {
       const rules = [{ requestsPerWindow: 1000000, windowMs: 1000 }];
       (await pacer.acquire({ bucketId: "b", rules })).release();
@@ -58,7 +73,7 @@ const emptySource = `export default { fetch() { return new Response("ok"); } };`
 
 const importOnlySource = (specifier) => `
 import * as paceline from "${specifier}";
-export default { fetch() { return new Response(typeof paceline.LocalRateState); } };`;
+export default { fetch() { return new Response(typeof paceline.GatewayRateState); } };`;
 
 // Runs in a fresh Node process: argv[1] is the package directory, argv[2]
 // the module's name (its glue and .wasm).
@@ -67,13 +82,16 @@ const t0 = performance.now();
 const [dir, name] = process.argv.slice(1);
 const { readFileSync } = await import("node:fs");
 const bytes = readFileSync(dir + "/" + name + "_bg.wasm");
-const { initSync, LocalRateState } = await import(dir + "/" + name + ".js");
+const gateway = name === "paceline_client" ? await import(dir + "/paceline_node.js") : undefined;
+const { initSync, LocalRateState, GatewayRateState } = await import(dir + "/" + name + ".js");
 const t1 = performance.now();
 const module = new WebAssembly.Module(bytes);
 const t2 = performance.now();
 initSync({ module });
 const t3 = performance.now();
-const pacer = new LocalRateState({ blockHorizonMs: 1000 });
+const pacer = gateway
+  ? new GatewayRateState(gateway.coreTransport(new gateway.GatewayCore()), { blockHorizonMs: 1000 })
+  : new LocalRateState({ blockHorizonMs: 1000 });
 const t4 = performance.now();
 (await pacer.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 1000000, windowMs: 1000 }] })).release();
 const t5 = performance.now();
@@ -90,10 +108,17 @@ const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));
 const emptyPath = join(work, "empty.mjs");
 writeFileSync(emptyPath, emptySource);
 const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [], startup: [] };
+const gateway = {
+  name: "gateway",
+  ...(await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"))),
+  durableObjects: { PACELINE_GATEWAY: "PacelineGateway" },
+};
 for (const [i, p] of packages.entries()) {
   const probePath = join(work, `probe-${i}.mjs`);
-  writeFileSync(probePath, probeSource(p.specifier));
+  writeFileSync(probePath, probeSource(p));
   p.options = await bundleWorker(probePath, p.dir);
+  if (p.remote)
+    p.options = { workers: [{ name: "probe", ...p.options, serviceBindings: { GATEWAY: "gateway" } }, gateway] };
   const importOnlyPath = join(work, `import-only-${i}.mjs`);
   writeFileSync(importOnlyPath, importOnlySource(p.specifier));
   p.importOnly = { options: await bundleWorker(importOnlyPath, p.dir), workerd: [], workerdPermit: [], startup: [] };

@@ -104,13 +104,16 @@ function callOptions(options) {
  * @param {import("../paceline.js").PacerOptions} pacer
  */
 function localState(pacer) {
-  if (typeof paceline.LocalRateState !== "function") {
+  // Looked up by name, so that a bundler does not warn that the client
+  // module lacks it.
+  const LocalRateState = Reflect.get(paceline, "LocalRateState");
+  if (typeof LocalRateState !== "function") {
     throw misuse(
       "createLimiter: port is required with paceline/client, which paces through a shared gateway " +
         '(port: fetchPort({ fetch, baseUrl })); a limit held in this isolate alone needs "paceline"',
     );
   }
-  return new paceline.LocalRateState(pacer);
+  return /** @type {import("../paceline.js").LocalRateState} */ (new LocalRateState(pacer));
 }
 
 /**

@@ -9,8 +9,9 @@
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
+import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
 
@@ -75,6 +76,21 @@ describe("the client module in workerd, beside a gateway Worker", () => {
     const bundled = readFileSync(clientOptions.scriptPath, "utf8");
     assert.match(bundled, /from "\.\/paceline_client_bg\.wasm"/);
     assert.doesNotMatch(bundled, /paceline_bg\.wasm/);
+  });
+
+  test("esbuild bundles it without a warning (wrangler would show them to the user)", async () => {
+    const result = await build({
+      stdin: { contents: clientWorker, resolveDir: dirname(clientOptions.scriptPath), loader: "js" },
+      bundle: true,
+      write: false,
+      format: "esm",
+      platform: "neutral",
+      conditions: ["workerd", "worker", "browser"],
+      external: ["*.wasm"],
+      nodePaths: [join(dirname(clientOptions.scriptPath), "../node_modules")],
+      logLevel: "silent",
+    });
+    assert.deepEqual(result.warnings, []);
   });
 
   test("its exports are the full entry's less the gateway host's and LocalRateState", async () => {

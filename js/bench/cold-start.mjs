@@ -162,17 +162,21 @@ for (let i = 0; i < runs; i++) {
 }
 
 const f = (x) => `${x.toFixed(2)} ms`;
+console.log("(*) a LocalRateState; for paceline/client, which has none, a GatewayRateState over a gateway (see above)");
 console.log(`| cold start (median of ${runs}) | ${packages.map((p) => p.name).join(" | ")} |`);
 console.log(`|---|${packages.map(() => "---").join("|")}|`);
 console.log(`| module | ${packages.map((p) => p.size).join(" | ")} |`);
 const row = (label, pick) => console.log(`| ${label} | ${packages.map((p) => f(median(pick(p)))).join(" | ")} |`);
-row("workerd: cold start, first request (a new LocalRateState) less a warm one", (p) => p.workerd);
-row("workerd: first acquire + release less a warm one", (p) => p.workerdPermit);
+row("workerd: cold start, first request (a new rate state*) less a warm one", (p) => p.workerd);
+row("workerd: first acquire + release less a warm one (*: through the gateway Worker)", (p) => p.workerdPermit);
 row("workerd: the same, a Worker that imports paceline and calls nothing", (p) => p.importOnly.workerd);
 console.log(`| workerd: the same first request to a Worker without paceline | ${f(median(empty.workerd))} |`);
-row("workerd: startup, new Miniflare to ready (compiles and instantiates the module)", (p) => p.startup);
+row(
+  "workerd: startup, new Miniflare to ready (compiles and instantiates the module; *: and the gateway Worker)",
+  (p) => p.startup,
+);
 console.log(`| workerd: startup of a Worker without paceline | ${f(median(empty.startup))} |`);
 row("Node: compile the .wasm", (p) => p.node.compile);
-row("Node: instantiate (initSync) + a new LocalRateState", (p) => p.node.instantiate);
+row("Node: instantiate (initSync) + a new rate state*", (p) => p.node.instantiate);
 row("Node: cold start, compile + instantiate", (p) => p.node.total);
-row("Node: first acquire + release", (p) => p.node.firstPermit);
+row("Node: first acquire + release (*: through the full module's GatewayCore)", (p) => p.node.firstPermit);

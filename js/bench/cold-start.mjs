@@ -10,7 +10,16 @@
 //    and takes and releases its first permit (median of the runs, each
 //    phase timed with performance.now()).
 // A Worker that does not import paceline, timed the same way, gives
-// workerd's own first-request cost, the floor under the module's figures.
+// workerd's own first-request cost, the floor under the module's figures;
+// one that imports paceline but calls nothing in its first request shows
+// what the module's presence costs that request (workerd compiles and
+// instantiates the module at startup, before the Worker is ready: the
+// "startup" row, the time to Miniflare's ready, includes that). This
+// build's client module ("paceline/client") is timed beside the full one;
+// it has no LocalRateState, so its probe makes a GatewayRateState over a
+// fetchPort to a gateway Worker (the full module, in a Durable Object)
+// bound beside it, and its first permit includes that gateway's own first
+// request; in Node, over a GatewayCore of the full module loaded untimed.
 // Runs alternate between the packages so load on the machine falls on all
 // alike.
 // Usage: node js/bench/cold-start.mjs [--baseline DIR] [--runs N]
@@ -22,21 +31,36 @@ import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { Miniflare } from "miniflare";
-import { bundleWorker, pkgDir } from "../lib/bundle-worker.mjs";
+import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
 
 const { values } = parseArgs({ options: { baseline: { type: "string" }, runs: { type: "string", default: "11" } } });
 const runs = Number(values.runs);
-const packages = [{ name: "this build", dir: pkgDir }];
-if (values.baseline) packages.push({ name: "baseline", dir: values.baseline });
+const packages = [
+  { name: "this build", dir: pkgDir, specifier: "paceline", module: "paceline" },
+  {
+    name: "this build, paceline/client",
+    dir: pkgDir,
+    specifier: "paceline/client",
+    module: "paceline_client",
+    remote: true,
+  },
+];
+if (values.baseline)
+  packages.push({ name: "baseline", dir: values.baseline, specifier: "paceline", module: "paceline" });
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const probeSource = `
-import { LocalRateState } from "paceline";
+const newState = (p) =>
+  p.remote
+    ? 'new GatewayRateState(fetchPort({ fetch: (url, init) => env.GATEWAY.fetch(url, init), baseUrl: "http://gateway" }), { blockHorizonMs: 1000 })'
+    : "new LocalRateState({ blockHorizonMs: 1000 })";
+
+const probeSource = (p) => `
+import { ${p.remote ? "GatewayRateState, fetchPort" : "LocalRateState"} } from "${p.specifier}";
 let pacer;
 export default {
-  async fetch(request) {
-    pacer ??= new LocalRateState({ blockHorizonMs: 1000 });
+  async fetch(request, env) {
+    pacer ??= ${newState(p)};
     if (new URL(request.url).searchParams.has("permit")) {
       const rules = [{ requestsPerWindow: 1000000, windowMs: 1000 }];
       (await pacer.acquire({ bucketId: "b", rules })).release();
@@ -47,19 +71,27 @@ export default {
 
 const emptySource = `export default { fetch() { return new Response("ok"); } };`;
 
-// Runs in a fresh Node process: argv[1] is the package directory.
+const importOnlySource = (specifier) => `
+import * as paceline from "${specifier}";
+export default { fetch() { return new Response(typeof paceline.GatewayRateState); } };`;
+
+// Runs in a fresh Node process: argv[1] is the package directory, argv[2]
+// the module's name (its glue and .wasm).
 const nodeProbe = `
 const t0 = performance.now();
-const dir = process.argv[1];
+const [dir, name] = process.argv.slice(1);
 const { readFileSync } = await import("node:fs");
-const bytes = readFileSync(dir + "/paceline_bg.wasm");
-const { initSync, LocalRateState } = await import(dir + "/paceline.js");
+const bytes = readFileSync(dir + "/" + name + "_bg.wasm");
+const gateway = name === "paceline_client" ? await import(dir + "/paceline_node.js") : undefined;
+const { initSync, LocalRateState, GatewayRateState } = await import(dir + "/" + name + ".js");
 const t1 = performance.now();
 const module = new WebAssembly.Module(bytes);
 const t2 = performance.now();
 initSync({ module });
 const t3 = performance.now();
-const pacer = new LocalRateState({ blockHorizonMs: 1000 });
+const pacer = gateway
+  ? new GatewayRateState(gateway.coreTransport(new gateway.GatewayCore()), { blockHorizonMs: 1000 })
+  : new LocalRateState({ blockHorizonMs: 1000 });
 const t4 = performance.now();
 (await pacer.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 1000000, windowMs: 1000 }] })).release();
 const t5 = performance.now();
@@ -73,23 +105,36 @@ async function timeIt(fn) {
 }
 
 const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));
-const probePath = join(work, "probe.mjs");
-writeFileSync(probePath, probeSource);
 const emptyPath = join(work, "empty.mjs");
 writeFileSync(emptyPath, emptySource);
-const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [] };
-for (const p of packages) {
+const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [], startup: [] };
+const gateway = {
+  name: "gateway",
+  ...(await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"))),
+  durableObjects: { PACELINE_GATEWAY: "PacelineGateway" },
+};
+for (const [i, p] of packages.entries()) {
+  const probePath = join(work, `probe-${i}.mjs`);
+  writeFileSync(probePath, probeSource(p));
   p.options = await bundleWorker(probePath, p.dir);
+  if (p.remote)
+    p.options = { workers: [{ name: "probe", ...p.options, serviceBindings: { GATEWAY: "gateway" } }, gateway] };
+  const importOnlyPath = join(work, `import-only-${i}.mjs`);
+  writeFileSync(importOnlyPath, importOnlySource(p.specifier));
+  p.importOnly = { options: await bundleWorker(importOnlyPath, p.dir), workerd: [], workerdPermit: [], startup: [] };
   p.workerd = [];
   p.workerdPermit = [];
+  p.startup = [];
   p.node = { compile: [], instantiate: [], firstPermit: [], total: [] };
-  const wasm = readFileSync(join(p.dir, "paceline_bg.wasm"));
-  p.size = `${statSync(join(p.dir, "paceline_bg.wasm")).size} B raw, ${gzipSync(wasm, { level: 9 }).length} B gzip -9`;
+  const wasmPath = join(p.dir, `${p.module}_bg.wasm`);
+  p.size = `${statSync(wasmPath).size} B raw, ${gzipSync(readFileSync(wasmPath), { level: 9 }).length} B gzip -9`;
 }
 
 async function inWorkerd(p) {
+  const start = performance.now();
   const mf = new Miniflare(p.options);
   await mf.ready;
+  p.startup.push(performance.now() - start);
   const get = (url) => timeIt(async () => (await mf.dispatchFetch(url)).text());
   const first = await get("http://probe/");
   const firstPermit = await get("http://probe/?permit");
@@ -106,9 +151,10 @@ for (let i = 0; i < runs; i++) {
   await inWorkerd(empty);
   for (const p of packages) {
     await inWorkerd(p);
+    await inWorkerd(p.importOnly);
 
     const out = JSON.parse(
-      execFileSync(process.execPath, ["--input-type=module", "-e", nodeProbe, p.dir], { encoding: "utf8" }),
+      execFileSync(process.execPath, ["--input-type=module", "-e", nodeProbe, p.dir, p.module], { encoding: "utf8" }),
     );
     for (const k of ["compile", "instantiate", "firstPermit"]) p.node[k].push(out[k]);
     p.node.total.push(out.compile + out.instantiate);
@@ -116,14 +162,21 @@ for (let i = 0; i < runs; i++) {
 }
 
 const f = (x) => `${x.toFixed(2)} ms`;
+console.log("(*) a LocalRateState; for paceline/client, which has none, a GatewayRateState over a gateway (see above)");
 console.log(`| cold start (median of ${runs}) | ${packages.map((p) => p.name).join(" | ")} |`);
 console.log(`|---|${packages.map(() => "---").join("|")}|`);
 console.log(`| module | ${packages.map((p) => p.size).join(" | ")} |`);
 const row = (label, pick) => console.log(`| ${label} | ${packages.map((p) => f(median(pick(p)))).join(" | ")} |`);
-row("workerd: cold start, first request (a new LocalRateState) less a warm one", (p) => p.workerd);
-row("workerd: first acquire + release less a warm one", (p) => p.workerdPermit);
+row("workerd: cold start, first request (a new rate state*) less a warm one", (p) => p.workerd);
+row("workerd: first acquire + release less a warm one (*: through the gateway Worker)", (p) => p.workerdPermit);
+row("workerd: the same, a Worker that imports paceline and calls nothing", (p) => p.importOnly.workerd);
 console.log(`| workerd: the same first request to a Worker without paceline | ${f(median(empty.workerd))} |`);
+row(
+  "workerd: startup, new Miniflare to ready (compiles and instantiates the module; *: and the gateway Worker)",
+  (p) => p.startup,
+);
+console.log(`| workerd: startup of a Worker without paceline | ${f(median(empty.startup))} |`);
 row("Node: compile the .wasm", (p) => p.node.compile);
-row("Node: instantiate (initSync) + a new LocalRateState", (p) => p.node.instantiate);
+row("Node: instantiate (initSync) + a new rate state*", (p) => p.node.instantiate);
 row("Node: cold start, compile + instantiate", (p) => p.node.total);
-row("Node: first acquire + release", (p) => p.node.firstPermit);
+row("Node: first acquire + release (*: through the full module's GatewayCore)", (p) => p.node.firstPermit);

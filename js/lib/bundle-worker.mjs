@@ -3,7 +3,7 @@
 // export condition, and the .wasm stays a separate module that workerd
 // compiles (module rule CompiledWasm).
 import { build } from "esbuild";
-import { copyFileSync, mkdirSync, mkdtempSync, symlinkSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -33,7 +33,9 @@ export async function bundleWorker(entryPath, pkg = pkgDir) {
     external: ["*.wasm"],
     logLevel: "warning",
   });
-  copyFileSync(join(pkg, "paceline_bg.wasm"), join(out, "paceline_bg.wasm"));
+  // Each module's .wasm (the full one, and the client one "paceline/client" imports).
+  for (const wasm of readdirSync(pkg).filter((f) => f.endsWith(".wasm")))
+    copyFileSync(join(pkg, wasm), join(out, wasm));
   return {
     modules: true,
     scriptPath: join(out, "worker.mjs"),

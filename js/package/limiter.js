@@ -1,7 +1,7 @@
 // Plain pacing: one bucket, its rules, and `schedule(fn)`. The governor is
 // for budgets and plays; a caller that only wants "at most N calls a
 // window across my isolates" needs a rate state and nothing else.
-import { GatewayRateState, LocalRateState } from "../paceline.js";
+import * as paceline from "../paceline.js";
 import { isPacelineError } from "./errors.js";
 
 const OPTIONS = new Set([
@@ -99,6 +99,24 @@ function callOptions(options) {
 }
 
 /**
+ * A limit held in this isolate alone. The client module ("paceline/client")
+ * has no in-process scheduler: its limiters pace through a gateway.
+ * @param {import("../paceline.js").PacerOptions} pacer
+ */
+function localState(pacer) {
+  // Looked up by name, so that a bundler does not warn that the client
+  // module lacks it.
+  const LocalRateState = Reflect.get(paceline, "LocalRateState");
+  if (typeof LocalRateState !== "function") {
+    throw misuse(
+      "createLimiter: port is required with paceline/client, which paces through a shared gateway " +
+        '(port: fetchPort({ fetch, baseUrl })); a limit held in this isolate alone needs "paceline"',
+    );
+  }
+  return /** @type {import("../paceline.js").LocalRateState} */ (new LocalRateState(pacer));
+}
+
+/**
  * @param {import("./limiter.js").LimiterOptions} options
  * @returns {import("./limiter.js").Limiter}
  */
@@ -111,7 +129,7 @@ export function createLimiter(options) {
   }
   // Each rule's fields are checked by the state at every acquire (wrong
   // ones are INVALID_INPUT naming the field there).
-  const state = read.port === undefined ? new LocalRateState(pacer) : new GatewayRateState(read.port, pacer);
+  const state = read.port === undefined ? localState(pacer) : new paceline.GatewayRateState(read.port, pacer);
   /** @type {import("../paceline.js").AcquireInput} */
   const bucket = { bucketId: read.bucketId, rules: read.rules };
   if (read.rateScopeToken !== undefined && read.rateScopeToken !== null) bucket.rateScopeToken = read.rateScopeToken;

@@ -3,7 +3,7 @@
 // Workers and Node entries, the Node dev gateway, the package README, and a
 // size report checked against the budget.
 import { execFileSync } from "node:child_process";
-import { cpSync, existsSync, readFileSync, readdirSync, writeFileSync, statSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
@@ -71,7 +71,7 @@ function addNodeGateway(outDir) {
   );
 }
 
-function addEntries(outDir, glue, workerd) {
+function addEntries(outDir, glue, workerd, client) {
   const reexports = [`export * from "./${OUT_NAME}.js";`, ...glue.map((g) => `export * from "${g}";`)];
   // TypeScript resolves each "./x.js" to its "./x.d.ts", so the type
   // entries re-export the same paths.
@@ -132,9 +132,139 @@ function addEntries(outDir, glue, workerd) {
     [`./${OUT_NAME}_bg.wasm`]: `./${OUT_NAME}_bg.wasm`,
     "./package.json": "./package.json",
   };
+  if (client) {
+    pkg.exports["./client"] = client.exports;
+    pkg.exports[`./${client.wasm}`] = `./${client.wasm}`;
+    pkg.files = [...new Set([...pkg.files, ...client.files])];
+    pkg.sideEffects = [...new Set([...pkg.sideEffects, ...client.sideEffects])];
+  }
   pkg.bin = { "paceline-gateway": NODE_GATEWAY };
   pkg.engines = { node: ">=20" };
   writeFileSync(pkgPath, `${JSON.stringify(pkg, null, 2)}\n`);
+}
+
+// The client module: the same crate without its gateway-host bindings
+// (cargo feature "gateway-host": GatewayCore, the Durable Object's routing
+// helper, the token minters), for isolates that only pace their own calls.
+// It ships beside the full module under its own names and is imported as
+// "paceline/client", with the same Workers, Node and web entries; the glue
+// modules it re-exports are copies whose import of the generated glue
+// points at the client's.
+function addClientModule(outDir, spec) {
+  const name = spec["out-name"];
+  const tmp = join(root, "target", `wasm-pack-${name}`);
+  run("wasm-pack", [
+    "build",
+    "--release",
+    "--target",
+    "web",
+    "--out-dir",
+    tmp,
+    "--out-name",
+    name,
+    "--",
+    ...spec["cargo-args"],
+  ]);
+  const wasm = `${name}_bg.wasm`;
+  const before = statSync(join(tmp, wasm)).size;
+  run(wasmOpt, [...config["wasm-opt"].flags, join(tmp, wasm), "-o", join(outDir, wasm)]);
+  const glueSource = readFileSync(join(tmp, `${name}.js`), "utf8");
+  writeFileSync(
+    join(outDir, `${name}.js`),
+    hideStateTokens(guardUninitialised(brandClasses(glueSource)), spec["state-classes"]),
+  );
+  // Its typings name the wire types in the client's copies of the glue.
+  const typingsSource = readFileSync(join(tmp, `${name}.d.ts`), "utf8").replaceAll(
+    '"./glue/',
+    `"./${spec["glue-dir"]}/`,
+  );
+  writeFileSync(join(outDir, `${name}.d.ts`), typingsForEs2022(typingsSource));
+  cpSync(join(tmp, `${name}_bg.wasm.d.ts`), join(outDir, `${name}_bg.wasm.d.ts`));
+  // The inline JS snippets it imports (the same files as the full module's
+  // when their text is the same: they are named by a hash of it).
+  if (existsSync(join(tmp, "snippets"))) cpSync(join(tmp, "snippets"), join(outDir, "snippets"), { recursive: true });
+
+  const glueOut = join(outDir, spec["glue-dir"]);
+  mkdirSync(glueOut, { recursive: true });
+  const fullGlueImport = `"../${OUT_NAME}.js"`;
+  const glue = [];
+  for (const module of spec.glue) {
+    for (const file of [module, module.replace(/\.js$/, ".d.ts")]) {
+      const text = readFileSync(join(glueDir, file), "utf8");
+      for (const line of text.split("\n")) {
+        const imported = /from "(\.[^"]+)"/.exec(line)?.[1];
+        if (imported && imported !== `../${OUT_NAME}.js` && !spec.glue.includes(imported.replace(/^\.\//, ""))) {
+          throw new Error(`build: ${file} imports ${imported}, which the client module does not ship`);
+        }
+      }
+      writeFileSync(join(glueOut, file), text.replaceAll(fullGlueImport, `"../${name}.js"`));
+    }
+    glue.push(`./${spec["glue-dir"]}/${module}`);
+  }
+
+  const reexports = [`export * from "./${name}.js";`, ...glue.map((g) => `export * from "${g}";`)];
+  const typings = `${reexports.join("\n")}\n`;
+  const entry = spec.entry;
+  writeFileSync(join(outDir, `${entry}.js`), typings);
+  writeFileSync(join(outDir, `${entry}.d.ts`), typings);
+  const nodeEntry = `${name}_node.js`;
+  writeFileSync(
+    join(outDir, nodeEntry),
+    [
+      "// Node entry of the client module (see the package's Node entry).",
+      'import { readFileSync } from "node:fs";',
+      `import { initSync } from "./${name}.js";`,
+      `initSync({ module: readFileSync(new URL("./${wasm}", import.meta.url)) });`,
+      ...reexports,
+      "",
+    ].join("\n"),
+  );
+  const workerdEntry = `${name}_workerd.js`;
+  writeFileSync(
+    join(outDir, workerdEntry),
+    [
+      "// Workers entry of the client module: workerd hands the compiled .wasm",
+      "// over as a WebAssembly.Module, so instantiation is synchronous.",
+      `import wasm from "./${wasm}";`,
+      `import { initSync } from "./${name}.js";`,
+      "initSync({ module: wasm });",
+      ...reexports,
+      "",
+    ].join("\n"),
+  );
+  for (const e of [nodeEntry, workerdEntry]) writeFileSync(join(outDir, e.replace(/\.js$/, ".d.ts")), typings);
+  const files = [
+    `${entry}.js`,
+    `${entry}.d.ts`,
+    `${spec["glue-dir"]}/`,
+    `${name}.js`,
+    `${name}.d.ts`,
+    wasm,
+    `${name}_bg.wasm.d.ts`,
+  ];
+  for (const e of [nodeEntry, workerdEntry]) files.push(e, e.replace(/\.js$/, ".d.ts"));
+  return {
+    wasm,
+    before,
+    files,
+    sideEffects: [`./${nodeEntry}`, `./${workerdEntry}`],
+    exports: {
+      types: `./${entry}.d.ts`,
+      workerd: `./${workerdEntry}`,
+      node: `./${nodeEntry}`,
+      default: `./${entry}.js`,
+    },
+  };
+}
+
+function report(label, wasmPath, before, budget) {
+  const raw = statSync(wasmPath).size;
+  const gzip = gzipSync(readFileSync(wasmPath), { level: 9 }).length;
+  console.log(
+    `paceline ${label}: ${wasmPath.slice(root.length + 1)} ${raw} bytes raw (${before} before wasm-opt), ${gzip} bytes gzip` +
+      (budget ? ` (budget ${budget})` : ""),
+  );
+  return !budget || gzip <= budget;
 }
 
 const budget = config["size-budget"]?.["gzip-bytes"];
@@ -151,15 +281,13 @@ for (const target of config.target) {
   writeFileSync(typesPath, typingsForEs2022(readFileSync(typesPath, "utf8")));
   cpSync(packageReadme, join(outDir, "README.md"));
   addNodeGateway(outDir);
-  addEntries(outDir, addGlue(outDir), target["workerd-entry"]);
-  const raw = statSync(wasmPath).size;
-  const gzip = gzipSync(readFileSync(wasmPath), { level: 9 }).length;
-  console.log(
-    `paceline ${target.name}: ${target["out-dir"]}/${OUT_NAME}_bg.wasm ` +
-      `${raw} bytes raw (${before} before wasm-opt), ${gzip} bytes gzip` +
-      (budget ? ` (budget ${budget})` : ""),
-  );
-  if (budget && gzip > budget) overBudget = true;
+  const clientSpec = target["client-module"];
+  const client = clientSpec && addClientModule(outDir, clientSpec);
+  addEntries(outDir, addGlue(outDir), target["workerd-entry"], client);
+  if (!report(target.name, wasmPath, before, budget)) overBudget = true;
+  if (client && !report(`${target.name} client`, join(outDir, client.wasm), client.before, clientSpec["gzip-budget"])) {
+    overBudget = true;
+  }
 }
 if (overBudget) {
   console.error("paceline: the .wasm is over its gzip size budget");

@@ -67,15 +67,20 @@ export function typingsForEs2022(source) {
 const TOKEN_METHOD =
   /\n {4}\/\*\*\n(?: {5}\*.*\n)*? {5}\*\/\n {4}pacelineStateToken\(\) \{\n {8}const ret = wasm\.(\w+)\(pacelineReceiver\(this, (PACELINE_OWNED_\w+), "\w+"\)\);\n {8}return ret;\n {4}\}/g;
 
-/** The glue with every state's token method turned into `pacelineStateToken(value)`. */
-export function hideStateTokens(source) {
+/**
+ * The glue with every state's token method turned into `pacelineStateToken(value)`;
+ * `expected` is how many state classes the module has.
+ */
+export function hideStateTokens(source, expected = 4) {
   const lookups = [];
   const out = source.replace(TOKEN_METHOD, (_, wasmFn, owned) => {
     lookups.push(`    ptr = ${owned}.get(value);\n    if (ptr) return wasm.${wasmFn}(ptr);`);
     return "";
   });
-  if (lookups.length !== 4 || out.includes("pacelineStateToken()")) {
-    throw new Error(`glue-rewrites: expected four state token methods of the known shape, found ${lookups.length}`);
+  if (lookups.length !== expected || out.includes("pacelineStateToken()")) {
+    throw new Error(
+      `glue-rewrites: expected ${expected} state token methods of the known shape, found ${lookups.length}`,
+    );
   }
   return `${out}\nfunction pacelineStateToken(value) {\n    let ptr;\n${lookups.join("\n")}\n    return undefined;\n}\n`;
 }

@@ -41,7 +41,7 @@ describe("the packed package, installed in an empty directory", () => {
     assert.equal(out.trim(), "function");
   });
 
-  test("the dev gateway runs from node_modules and paces a fetchPort client", async () => {
+  test("the dev gateway runs from node_modules and paces a fetchPort client, from paceline and from paceline/client", async () => {
     const server = spawn(process.execPath, [join(app, "node_modules/.bin/paceline-gateway"), "--port", "0"], {
       cwd: app,
     });
@@ -61,6 +61,13 @@ describe("the packed package, installed in an empty directory", () => {
         console.log(await limiter.schedule(() => "through the gateway"));`;
       const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], { cwd: app, encoding: "utf8" });
       assert.equal(out.trim(), "through the gateway");
+      // The same through the client module, which has no gateway host in it.
+      const clientScript = script.replace('from "paceline"', 'from "paceline/client"');
+      const viaClient = execFileSync(process.execPath, ["--input-type=module", "-e", clientScript], {
+        cwd: app,
+        encoding: "utf8",
+      });
+      assert.equal(viaClient.trim(), "through the gateway");
     } finally {
       server.kill();
     }
@@ -77,12 +84,18 @@ describe("the packed package, installed in an empty directory", () => {
     assert.equal(errors, "", errors);
   });
 
-  test("the typings compile under lib es2022 with skipLibCheck false", () => {
+  test("the typings, paceline/client's too, compile under lib es2022 with skipLibCheck false", () => {
     writeFileSync(
       join(app, "use.ts"),
       `import { createLimiter, isPacelineError, type PacelineError } from "paceline";
 import { startDevGateway } from "paceline/node-gateway";
+import { GatewayRateState, createLimiter as createClientLimiter, fetchPort, type Permit } from "paceline/client";
 export const gateway: Promise<{ url: string }> = startDevGateway({ port: 0 });
+const port = fetchPort({ fetch, baseUrl: "http://127.0.0.1:8787" });
+const remote = new GatewayRateState(port);
+export const permit: Promise<Permit> = remote.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
+const clientLimiter = createClientLimiter({ port, bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
+export const clientState: GatewayRateState = clientLimiter.state;
 const limiter = createLimiter({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
 export async function use(): Promise<number> {
   try {

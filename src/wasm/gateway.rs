@@ -12,7 +12,7 @@ use crate::client::LOCAL_WINDOW_GUARD_MS;
 use crate::error::Error;
 use crate::gateway::{self, GatewayConfig};
 use crate::protocol::{
-    encode, limits, AcquireRequest, ChargeRequest, ErrorBody, PenalizeRequest, ReleaseRequest,
+    self, encode, limits, AcquireRequest, ChargeRequest, ErrorBody, PenalizeRequest, ReleaseRequest,
 };
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -369,4 +369,29 @@ fn mint(
         &id,
         time(&expires, "input.expiresAtMs")?,
     ))
+}
+
+/// The name of the gateway object that owns a request to `path`: its
+/// `bucketId`, or `"run:"` and its `rootRunId`. Throws `INVALID_INPUT` for
+/// an unknown path or a body without the id.
+#[wasm_bindgen(js_name = gatewayObjectName)]
+pub fn gateway_object_name(
+    #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] body: JsValue,
+) -> std::result::Result<String, JsValue> {
+    let path = super::reader::string(&path, "path", 256)?;
+    let route = protocol::route(&path)
+        .ok_or_else(|| Error::invalid(format!("no gateway endpoint at POST {path}")))?;
+    let body = body
+        .dyn_into::<Uint8Array>()
+        .map_err(|_| Error::invalid("body must be a Uint8Array"))?;
+    if body.length() as usize > limits::MAX_BODY_BYTES {
+        return Err(Error::invalid(format!(
+            "body is {} bytes; the limit is {}",
+            body.length(),
+            limits::MAX_BODY_BYTES
+        ))
+        .into());
+    }
+    Ok(protocol::owner_name(route, &body.to_vec())?)
 }

@@ -32,6 +32,7 @@ pub(crate) fn random_seed() -> u64 {
 }
 
 /// 32 bytes from `crypto.getRandomValues`: a key nobody can guess.
+#[cfg(feature = "gateway-host")]
 pub(crate) fn random_key() -> [u8; 32] {
     let mut key = [0u8; 32];
     get_random_values(&mut key);

@@ -4,7 +4,10 @@
 mod budget;
 mod clock;
 mod error;
+#[cfg(feature = "gateway-host")]
 mod gateway;
+#[cfg(feature = "gateway-host")]
+mod gateway_client;
 mod governor;
 mod governor_options;
 mod js;
@@ -22,9 +25,13 @@ mod timers;
 
 pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;
+#[cfg(feature = "gateway-host")]
 pub use gateway::JsGatewayCore;
+#[cfg(feature = "gateway-host")]
+pub use gateway_client::JsGatewayClient;
 pub use governor::JsGovernor;
 pub use leases::{JsToolLease, JsWorkLease};
 pub use permit::JsPermit;
-pub use port::JsGatewayClient;
-pub use rate_state::{JsGatewayRateState, JsLocalRateState};
+pub use rate_state::JsGatewayRateState;
+#[cfg(feature = "local-rate-state")]
+pub use rate_state::JsLocalRateState;

@@ -7,17 +7,11 @@
 use js_sys::{Array, ArrayBuffer, Function, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 
-use std::rc::Rc;
-
 use super::error::{foreign, keep};
-use super::js::{promise, rejected, to_js};
-use super::reader::{message, settle};
-use crate::client::{GatewayPort, GatewayReply, GatewayTransport};
+use super::reader::settle;
+use crate::client::{GatewayReply, GatewayTransport};
 use crate::error::{Detail, Error, ErrorCode, Result};
-use crate::protocol::{
-    self, limits, AcquireRequest, ChargeRequest, Endpoint, ObserveRequest, PenalizeRequest,
-    ReleaseRequest, BUCKET_VIEW_PREFIX, ROUTES,
-};
+use crate::protocol::{limits, BUCKET_VIEW_PREFIX, ROUTES};
 use crate::rt::LocalBoxFuture;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -168,105 +162,4 @@ pub fn gateway_wire() -> JsValue {
         &JsValue::from_f64(limits::MAX_BODY_BYTES as f64),
     );
     wire.into()
-}
-
-/// The name of the gateway object that owns a request to `path`: its
-/// `bucketId`, or `"run:"` and its `rootRunId`. Throws `INVALID_INPUT` for
-/// an unknown path or a body without the id.
-#[wasm_bindgen(js_name = gatewayObjectName)]
-pub fn gateway_object_name(
-    #[wasm_bindgen(unchecked_param_type = "string")] path: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "Uint8Array")] body: JsValue,
-) -> std::result::Result<String, JsValue> {
-    let path = super::reader::string(&path, "path", 256)?;
-    let route = protocol::route(&path)
-        .ok_or_else(|| Error::invalid(format!("no gateway endpoint at POST {path}")))?;
-    let body = body
-        .dyn_into::<Uint8Array>()
-        .map_err(|_| Error::invalid("body must be a Uint8Array"))?;
-    if body.length() as usize > limits::MAX_BODY_BYTES {
-        return Err(Error::invalid(format!(
-            "body is {} bytes; the limit is {}",
-            body.length(),
-            limits::MAX_BODY_BYTES
-        ))
-        .into());
-    }
-    Ok(protocol::owner_name(route, &body.to_vec())?)
-}
-
-/// The gateway's calls one by one, over a transport, for a host that talks
-/// to the gateway itself (an admin tool, a test): requests and answers in
-/// the wire protocol's shapes, encoded, decoded and error-mapped by the same
-/// codec the rate and budget states use.
-#[wasm_bindgen(js_name = GatewayClient)]
-pub struct JsGatewayClient {
-    port: Rc<JsPort>,
-}
-
-impl JsGatewayClient {
-    fn send<E: Endpoint + 'static>(
-        &self,
-        request: &JsValue,
-        call: fn(&JsPort, E) -> LocalBoxFuture<'_, Result<E::Response>>,
-    ) -> js_sys::Promise {
-        let request: E = match message(request) {
-            Ok(r) => r,
-            Err(e) => return rejected(e),
-        };
-        let port = self.port.clone();
-        promise(async move { to_js(&call(&port, request).await?) })
-    }
-}
-
-#[wasm_bindgen(js_class = GatewayClient)]
-impl JsGatewayClient {
-    #[wasm_bindgen(constructor)]
-    pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "GatewayTransport")] transport: JsValue,
-    ) -> std::result::Result<JsGatewayClient, JsValue> {
-        Ok(JsGatewayClient {
-            port: Rc::new(JsPort::new(transport)?),
-        })
-    }
-
-    #[wasm_bindgen(unchecked_return_type = "Promise<WireAcquireResponse>")]
-    pub fn acquire(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "WireAcquireRequest")] request: JsValue,
-    ) -> js_sys::Promise {
-        self.send::<AcquireRequest>(&request, |p, r| p.acquire(r))
-    }
-
-    #[wasm_bindgen(unchecked_return_type = "Promise<WireReleaseResponse>")]
-    pub fn release(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "WireReleaseRequest")] request: JsValue,
-    ) -> js_sys::Promise {
-        self.send::<ReleaseRequest>(&request, |p, r| p.release(r))
-    }
-
-    #[wasm_bindgen(unchecked_return_type = "Promise<WirePenalizeResponse>")]
-    pub fn penalize(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "WirePenalizeRequest")] request: JsValue,
-    ) -> js_sys::Promise {
-        self.send::<PenalizeRequest>(&request, |p, r| p.penalize(r))
-    }
-
-    #[wasm_bindgen(unchecked_return_type = "Promise<WireObserveResponse>")]
-    pub fn observe(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "WireObserveRequest")] request: JsValue,
-    ) -> js_sys::Promise {
-        self.send::<ObserveRequest>(&request, |p, r| p.observe(r))
-    }
-
-    #[wasm_bindgen(unchecked_return_type = "Promise<WireChargeResponse>")]
-    pub fn charge(
-        &self,
-        #[wasm_bindgen(unchecked_param_type = "WireChargeRequest")] request: JsValue,
-    ) -> js_sys::Promise {
-        self.send::<ChargeRequest>(&request, |p, r| p.charge(r))
-    }
 }

@@ -16,7 +16,7 @@ pub fn version() -> String {
 /// returns it normalised: times rounded up to whole milliseconds, absent
 /// optional fields left out. Throws an `Error` with `code: "INVALID_INPUT"`
 /// naming the first bad field.
-#[wasm_bindgen(js_name = decodeAcquireResponse, unchecked_return_type = "AcquireResponse")]
+#[wasm_bindgen(js_name = decodeAcquireResponse, unchecked_return_type = "WireAcquireResponse")]
 pub fn decode_acquire_response(
     #[wasm_bindgen(unchecked_param_type = "string")] body: JsValue,
 ) -> Result<JsValue, JsValue> {

@@ -7,7 +7,7 @@ use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
 use super::clock::JsClock;
-use super::js::{promise, random_seed, rejected};
+use super::js::{promise, rejected};
 use super::permit::permit_value;
 use super::port::JsPort;
 use super::rate_input::{
@@ -21,6 +21,15 @@ use crate::client::{GatewayPort, GatewayRateState, NotYet};
 use crate::rt::Runtime;
 use crate::time::Clock;
 
+/// In a module without `LocalRateState` (the client module), typings that
+/// name it (a limiter's `state`) read as `GatewayRateState` alone.
+#[cfg(not(feature = "local-rate-state"))]
+#[wasm_bindgen(typescript_custom_section)]
+const TS_NO_LOCAL_RATE_STATE: &'static str = r#"
+/** Not in this module: paceline/client's rate states pace through a shared gateway (LocalRateState is in "paceline"). */
+export type LocalRateState = never;
+"#;
+
 /// The block-leasing pacer against a shared gateway.
 #[wasm_bindgen(js_name = GatewayRateState)]
 pub struct JsGatewayRateState {
@@ -30,6 +39,7 @@ pub struct JsGatewayRateState {
 }
 
 /// The same contract with a scheduler in this isolate's memory.
+#[cfg(feature = "local-rate-state")]
 #[wasm_bindgen(js_name = LocalRateState)]
 pub struct JsLocalRateState {
     pub(crate) inner: GatewayRateState,
@@ -159,6 +169,7 @@ macro_rules! rate_state_methods {
 }
 
 rate_state_methods!(JsGatewayRateState, GatewayRateState);
+#[cfg(feature = "local-rate-state")]
 rate_state_methods!(JsLocalRateState, LocalRateState);
 
 #[wasm_bindgen(js_class = GatewayRateState)]
@@ -178,6 +189,7 @@ impl JsGatewayRateState {
     }
 }
 
+#[cfg(feature = "local-rate-state")]
 #[wasm_bindgen(js_class = LocalRateState)]
 impl JsLocalRateState {
     #[wasm_bindgen(constructor)]
@@ -188,7 +200,7 @@ impl JsLocalRateState {
         Ok(Self::keep(GatewayRateState::local(
             runtime(wait_until),
             options,
-            random_seed(),
+            super::js::random_seed(),
         )))
     }
 }

@@ -26,6 +26,7 @@ extern "C" {
 
 /// The latest time an argument may name: 10000-01-01T00:00:00Z. Far enough
 /// for any real clock, and far from 2^53, where milliseconds stop adding up.
+#[cfg(feature = "gateway-host")]
 pub(crate) const MAX_TIME_MS: u64 = 253_402_300_800_000;
 
 /// The largest integer a JS number holds exactly.
@@ -103,6 +104,7 @@ fn number_words(value: &JsValue) -> String {
 }
 
 /// A time in milliseconds since the epoch, as a host clock gives it.
+#[cfg(feature = "gateway-host")]
 pub(crate) fn time(value: &JsValue, path: &str) -> Result<u64> {
     integer(value, path, MAX_TIME_MS)
 }

@@ -8,6 +8,11 @@ use crate::error::{Error, Result};
 use crate::protocol::{limits, PenalizeRequest};
 use crate::time::Millis;
 
+/// A cut to at least this share of the rate before is shallow.
+const SHALLOW_CUT: f64 = 0.9;
+/// A shallow cut keeps the permits due within this long.
+const SHALLOW_CUT_KEEPS_MS: Millis = 700;
+
 impl GatewayRateState {
     /// A provider answered 429: tell the gateway, then drop the bucket's
     /// cached permits inside the cooldown it answers with (so the cooldown
@@ -42,6 +47,7 @@ impl GatewayRateState {
             .as_ref()
             .ok()
             .and_then(|r| r.effective_requests_per_second);
+        let now = self.inner.rt.now_ms();
         let dropped = self.state(bucket_id, |s| {
             let previous = s.effective_rps;
             s.effective_rps = cut_to.or(previous);
@@ -59,15 +65,24 @@ impl GatewayRateState {
                 .partition_point(|slot| slot.at.is_none_or(|at| at < until));
             let mut dropped: Vec<Slot> = block.slots.drain(..inside_cooldown).collect();
             // Permits held were granted at the rate the provider refused:
-            // a cut thins them to the new one.
+            // a cut thins them to the new one. A shallow cut (a failed
+            // probe, a drift step) refused a rate a few percent over the
+            // limit, so the permits due soon hold a fraction of a call too
+            // many, and keeping one per new spacing would drop every other
+            // one: they stay. Later ones are thinned, since a long block
+            // holds more of the excess, and the fleet's other blocks theirs.
             if let (Some(rps), Some(previous)) = (cut_to, previous) {
                 if rps < previous {
                     let spacing = (1_000.0 / rps) as Millis;
+                    let kept_until = (rps >= SHALLOW_CUT * previous)
+                        .then(|| s.clock.to_gateway(now).saturating_add(SHALLOW_CUT_KEEPS_MS));
                     let mut last: Option<Millis> = None;
                     let mut kept = std::collections::VecDeque::new();
                     for slot in block.slots.drain(..) {
                         let at = slot.at.unwrap_or(0);
-                        if last.is_none_or(|l| at >= l.saturating_add(spacing)) {
+                        if kept_until.is_some_and(|until| at < until)
+                            || last.is_none_or(|l| at >= l.saturating_add(spacing))
+                        {
                             last = Some(at);
                             kept.push_back(slot);
                         } else {

@@ -8,8 +8,9 @@ use crate::error::{Error, Result};
 use crate::protocol::{limits, PenalizeRequest};
 use crate::time::Millis;
 
-/// A cut to at least this share of the rate before is shallow.
-const SHALLOW_CUT: f64 = 0.9;
+/// A cut to at least this share of the rate before is shallow: a failed
+/// probe or a drift step takes 5-15% off, a cut for a limit that fell 30%.
+const SHALLOW_CUT: f64 = 0.85;
 /// A shallow cut keeps the permits due within this long.
 const SHALLOW_CUT_KEEPS_MS: Millis = 700;
 

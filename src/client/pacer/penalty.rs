@@ -72,10 +72,21 @@ impl GatewayRateState {
             // many, and keeping one per new spacing would drop every other
             // one: they stay. Later ones are thinned, since a long block
             // holds more of the excess, and the fleet's other blocks theirs.
+            // A cut of the rules' own rate is thinned whole: the provider
+            // refused what the rules allow, so nothing here says by how
+            // little.
             if let (Some(rps), Some(previous)) = (cut_to, previous) {
                 if rps < previous {
                     let spacing = (1_000.0 / rps) as Millis;
-                    let kept_until = (rps >= SHALLOW_CUT * previous)
+                    let rules_rps = block
+                        .rules
+                        .iter()
+                        .map(|r| {
+                            let rps = r.requests_per_second();
+                            r.adaptive_max_rps.map_or(rps, |max| rps.min(max))
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    let kept_until = (rps >= SHALLOW_CUT * previous && previous < rules_rps)
                         .then(|| s.clock.to_gateway(now).saturating_add(SHALLOW_CUT_KEEPS_MS));
                     let mut last: Option<Millis> = None;
                     let mut kept = std::collections::VecDeque::new();

@@ -12,6 +12,8 @@ use crate::time::Millis;
 /// probe or a drift step takes 5-15% off, a cut for a limit that fell 30%.
 const SHALLOW_CUT: f64 = 0.85;
 /// A shallow cut keeps the permits due within this long.
+/// A cut of a rate at least this share of the rules' is thinned whole.
+const NEAR_RULES: f64 = 0.9;
 const SHALLOW_CUT_KEEPS_MS: Millis = 700;
 
 impl GatewayRateState {
@@ -72,9 +74,9 @@ impl GatewayRateState {
             // many, and keeping one per new spacing would drop every other
             // one: they stay. Later ones are thinned, since a long block
             // holds more of the excess, and the fleet's other blocks theirs.
-            // A cut of the rules' own rate is thinned whole: the provider
-            // refused what the rules allow, so nothing here says by how
-            // little.
+            // A cut of a rate at or near the rules' own is thinned whole: a
+            // 429 there may be the rule's edge met by dispatch jitter, and
+            // the gaps thinning leaves keep it from happening again.
             if let (Some(rps), Some(previous)) = (cut_to, previous) {
                 if rps < previous {
                     let spacing = (1_000.0 / rps) as Millis;
@@ -86,7 +88,8 @@ impl GatewayRateState {
                             r.adaptive_max_rps.map_or(rps, |max| rps.min(max))
                         })
                         .fold(f64::INFINITY, f64::min);
-                    let kept_until = (rps >= SHALLOW_CUT * previous && previous < rules_rps)
+                    let kept_until = (rps >= SHALLOW_CUT * previous
+                        && previous < NEAR_RULES * rules_rps)
                         .then(|| s.clock.to_gateway(now).saturating_add(SHALLOW_CUT_KEEPS_MS));
                     let mut last: Option<Millis> = None;
                     let mut kept = std::collections::VecDeque::new();

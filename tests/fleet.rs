@@ -5,10 +5,10 @@
 use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
-    fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, per_request_state,
-    provider_outage, ramp, saturated, shape_figures, slot_bound, sparse, time_to_reach,
-    DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS,
-    SLOT_BOUND_RPS,
+    fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
+    overstated_rule_through_call_tool, per_request_state, provider_outage, ramp, saturated,
+    shape_figures, slot_bound, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
+    LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SLOT_BOUND_RPS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -287,4 +287,34 @@ fn random_429s_well_under_the_limit_do_not_cut_the_rate() {
             "horizon {horizon}: utilization {utilization} of the rule"
         );
     }
+}
+
+/// Bug: a failed probe cut the rate a few percent, and the refused
+/// isolate thinned its cached block to the new spacing, which drops every
+/// other permit of a block granted just above it: an isolate that is the
+/// whole fleet (the demo's case, one isolate's four runs calling back to
+/// back through `callTool`, told 25 req/s by a provider that takes 15) sent
+/// half its calls for the rest of the block, 11 of 15 accepted in the
+/// second of each probe. A shallow cut keeps the permits due soon: past
+/// the rule's first overshoot, no second accepts under 13.
+#[test]
+fn a_failed_probe_does_not_halve_a_lone_isolate_s_block() {
+    let run = overstated_rule_through_call_tool(60_000);
+    let accepted = &run.accepted_per_second;
+    let total: u64 = accepted.iter().sum();
+    assert!(
+        accepted[2..].iter().all(|&n| n >= 13),
+        "a second accepted under 13 of 15: {accepted:?}"
+    );
+    assert!(
+        total as f64 >= 0.95 * 15.0 * accepted.len() as f64,
+        "accepted {total} in {} s: {accepted:?}",
+        accepted.len()
+    );
+    assert!(
+        run.refused as f64 <= 0.02 * run.dispatched as f64,
+        "{} 429s of {}",
+        run.refused,
+        run.dispatched
+    );
 }

@@ -69,10 +69,11 @@
 //! - `DRIFT_BETA` 0.92 over 0.85 (chosen before the reading, which now
 //!   bounds the drift step), and a falling limit followed down over
 //!   `FALL_S` 8 s (see `cut`): a sine between 30% and 100% of the rule,
-//!   stepped each second, is tracked at 90.6% and 92.1% of it with 2.89%
-//!   and 2.87% 429s at the 1 s and 2 s horizons (before following it,
+//!   stepped each second, is tracked at 90.6% and 92.4% of it with 2.88%
+//!   and 2.86% 429s at the 1 s and 2 s horizons (before following it,
 //!   91% at 3.4%). Over the same sine started at each of twelve points of
-//!   its period the means are 3.14% and 3.19% 429s (worst 3.7%), 91%
+//!   its period (measured before the pacer kept a shallow cut's permits
+//!   due soon) the means are 3.14% and 3.19% 429s (worst 3.7%), 91%
 //!   used: each integer step down still costs a 429 unless the rate
 //!   already sits a whole call under it. Following over 4 or 6 s, or 1.5-2
 //!   times as fast, moved the means by under 0.1 point either way;

@@ -8,6 +8,14 @@ use crate::error::{Error, Result};
 use crate::protocol::{limits, PenalizeRequest};
 use crate::time::Millis;
 
+/// A cut to at least this share of the rate before is shallow: a failed
+/// probe or a drift step takes 5-15% off, a cut for a limit that fell 30%.
+const SHALLOW_CUT: f64 = 0.85;
+/// A shallow cut keeps the permits due within this long.
+/// A cut of a rate at least this share of the rules' is thinned whole.
+const NEAR_RULES: f64 = 0.9;
+const SHALLOW_CUT_KEEPS_MS: Millis = 700;
+
 impl GatewayRateState {
     /// A provider answered 429: tell the gateway, then drop the bucket's
     /// cached permits inside the cooldown it answers with (so the cooldown
@@ -42,6 +50,7 @@ impl GatewayRateState {
             .as_ref()
             .ok()
             .and_then(|r| r.effective_requests_per_second);
+        let now = self.inner.rt.now_ms();
         let dropped = self.state(bucket_id, |s| {
             let previous = s.effective_rps;
             s.effective_rps = cut_to.or(previous);
@@ -59,15 +68,36 @@ impl GatewayRateState {
                 .partition_point(|slot| slot.at.is_none_or(|at| at < until));
             let mut dropped: Vec<Slot> = block.slots.drain(..inside_cooldown).collect();
             // Permits held were granted at the rate the provider refused:
-            // a cut thins them to the new one.
+            // a cut thins them to the new one. A shallow cut (a failed
+            // probe, a drift step) refused a rate a few percent over the
+            // limit, so the permits due soon hold a fraction of a call too
+            // many, and keeping one per new spacing would drop every other
+            // one: they stay. Later ones are thinned, since a long block
+            // holds more of the excess, and the fleet's other blocks theirs.
+            // A cut of a rate at or near the rules' own is thinned whole: a
+            // 429 there may be the rule's edge met by dispatch jitter, and
+            // the gaps thinning leaves keep it from happening again.
             if let (Some(rps), Some(previous)) = (cut_to, previous) {
                 if rps < previous {
                     let spacing = (1_000.0 / rps) as Millis;
+                    let rules_rps = block
+                        .rules
+                        .iter()
+                        .map(|r| {
+                            let rps = r.requests_per_second();
+                            r.adaptive_max_rps.map_or(rps, |max| rps.min(max))
+                        })
+                        .fold(f64::INFINITY, f64::min);
+                    let kept_until = (rps >= SHALLOW_CUT * previous
+                        && previous < NEAR_RULES * rules_rps)
+                        .then(|| s.clock.to_gateway(now).saturating_add(SHALLOW_CUT_KEEPS_MS));
                     let mut last: Option<Millis> = None;
                     let mut kept = std::collections::VecDeque::new();
                     for slot in block.slots.drain(..) {
                         let at = slot.at.unwrap_or(0);
-                        if last.is_none_or(|l| at >= l.saturating_add(spacing)) {
+                        if kept_until.is_some_and(|until| at < until)
+                            || last.is_none_or(|l| at >= l.saturating_add(spacing))
+                        {
                             last = Some(at);
                             kept.push_back(slot);
                         } else {

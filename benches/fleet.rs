@@ -9,8 +9,8 @@ use std::time::Instant;
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, overstated_rule,
-    overstated_rule_through_call_tool, per_request_state, provider_outage, ramp, saturated,
-    shape_figures, slot_bound, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
+    overstated_rule_through_call_tool, per_request_state, provider_outage, ramp, rate_bound_slots,
+    saturated, shape_figures, slot_bound, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
     LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
@@ -182,6 +182,18 @@ fn main() {
                     100.0 * rate / SLOT_BOUND_RPS,
                     r.max_in_flight,
                     100.0 * spread
+                )
+            },
+        );
+        row(
+            "maxConcurrency 10, 4 x 4 callers, calls of 40 ms: the rate binds (peer scenario a)",
+            h,
+            &rate_bound_slots(h),
+            |r| {
+                format!(
+                    "{:.2}/s of 20; widest isolate share {:.0}% from equal",
+                    r.dispatches_between(5_000, 30_000) as f64 / 25.0,
+                    100.0 * r.share_spread(5_000, 30_000)
                 )
             },
         );

@@ -6,8 +6,8 @@ use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
-    overstated_rule_through_call_tool, per_request_state, provider_outage, ramp, saturated,
-    shape_figures, slot_bound, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
+    overstated_rule_through_call_tool, per_request_state, provider_outage, ramp, rate_bound_slots,
+    saturated, shape_figures, slot_bound, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
     LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SLOT_BOUND_RPS,
 };
 
@@ -91,6 +91,30 @@ fn slots_stay_busy_without_a_round_trip_per_call_and_isolates_share_them() {
         assert!(
             spread <= 0.2,
             "an isolate's share strays {:.1}% from equal: {shares:?}",
+            100.0 * spread
+        );
+    }
+}
+
+/// Bug: isolates refused a slot polled for it, about four refusals per
+/// permit granted (4.99 round trips per permit), and a turn booked for one
+/// went to whoever asked when the slot freed.
+#[test]
+fn isolates_queued_for_slots_take_turns_by_ticket_bug_five_round_trips_per_permit() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let config = rate_bound_slots(horizon);
+        let r = run_fleet(&config);
+        let rate = r.dispatches_between(5_000, config.duration_ms) as f64 / 25.0;
+        let per_permit = r.round_trips_per_permit();
+        let spread = r.share_spread(5_000, config.duration_ms);
+        assert!(r.max_in_flight <= 10, "{} in flight", r.max_in_flight);
+        assert!(r.rejections.is_empty(), "{} 429s", r.rejections.len());
+        assert_eq!(r.windows_over(20, 1_000), 0);
+        assert!(rate >= 19.0, "{rate:.2}/s of the rule's 20");
+        assert!(per_permit <= 2.3, "{per_permit:.2} round trips per permit");
+        assert!(
+            spread <= 0.2,
+            "an isolate's share strays {:.0}% from equal",
             100.0 * spread
         );
     }

@@ -224,6 +224,43 @@ fn the_dispatch_tolerance_leaves_half_the_guard_for_the_way_to_the_provider_bug_
     }
 }
 
+/// Bug: a client refused a slot was told when to come back, but the slot
+/// that freed meanwhile went to whoever asked first: isolates whose own
+/// callers came straight back took every slot, and one isolate of four
+/// starved in the fleet simulation.
+#[test]
+fn a_slot_freed_while_a_ticket_waits_is_held_for_it_bug_whoever_asked_first_took_it() {
+    let mut g = core();
+    let rules = [per_second(20).with_max_concurrency(1)];
+    let mut first = acquire("org:p", &rules, 1);
+    first.turn_ticket = Some(0);
+    let holder = g.acquire(&first, T0).unwrap();
+    let lease = holder.lease_ids.unwrap();
+    assert_eq!(lease.len(), 1);
+    let mut waiter = acquire("org:p", &rules, 1);
+    waiter.turn_ticket = Some(0);
+    let refused = g.acquire(&waiter, T0 + 1).unwrap();
+    assert_eq!(refused.granted, 0);
+    let ticket = refused.turn_ticket.expect("a refusal gives a ticket");
+    g.release(&release("org:p", &rules, lease), T0 + 60)
+        .unwrap();
+    let mut other = acquire("org:p", &rules, 1);
+    other.turn_ticket = Some(0);
+    let cut_in = g.acquire(&other, T0 + 61).unwrap();
+    assert_eq!(cut_in.granted, 0, "the freed slot is held for the ticket");
+    assert!(
+        cut_in.turn_ticket.is_some_and(|t| t > ticket),
+        "it queues behind"
+    );
+    waiter.turn_ticket = Some(ticket);
+    let served = g.acquire(&waiter, T0 + 62).unwrap();
+    assert_eq!(served.granted, 1, "the ticket's holder gets its slot");
+    // An older client that takes no tickets is refused and told when to
+    // look again, with no ticket.
+    let legacy = g.acquire(&acquire("org:p", &rules, 1), T0 + 63).unwrap();
+    assert_eq!((legacy.granted, legacy.turn_ticket), (0, None));
+}
+
 #[test]
 fn fractional_intervals_round_each_time_up_without_drifting() {
     let mut g = core();

@@ -35,6 +35,8 @@ export interface AcquireRequest {
   bookNextTurn?: boolean;
   /** Leases the client is done with, ended before the grant (sent only to gateways that announce dispatchToleranceMs). */
   releasedLeaseIds?: string[];
+  /** The turn ticket a refusal for want of a slot gave this client, shown when it comes back; 0 to take tickets while holding none. */
+  turnTicket?: number;
 }
 
 /** A grant; `granted: 0` is a refusal to wait `waitMs`, not an error. */
@@ -51,6 +53,8 @@ export interface AcquireResponse {
   serverNowMs?: number;
   /** How late after its time a permit may still be dispatched; past it the permit is dead. */
   dispatchToleranceMs?: number;
+  /** To a client that sent turnTicket and got fewer permits than it asked for want of a slot: its place in line, to show after waitMs. */
+  turnTicket?: number;
 }
 
 /** `POST /v1/rate/release`. */

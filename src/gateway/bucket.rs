@@ -9,6 +9,7 @@ use super::quota::Quota;
 use super::recent::RecentPermits;
 use super::returns::ReturnPool;
 use super::throughput::Throughput;
+use super::tickets::TurnTickets;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
 use crate::protocol::{AcquireResponse, PacingRule, QuotaReport};
@@ -63,6 +64,9 @@ pub(crate) struct Bucket {
     pub returns: ReturnPool,
     /// Permits granted and 429s lately, for what the provider accepted.
     pub throughput: Throughput,
+    /// Clients refused a slot, each holding its turn (not in a snapshot: a
+    /// restored gateway's clients ask again, as clients without tickets do).
+    pub tickets: TurnTickets,
 }
 
 /// What an acquire produced, before it becomes a wire response.
@@ -70,6 +74,8 @@ pub(crate) struct Grant {
     pub times: Vec<u64>,
     pub lease_ids: Option<Vec<String>>,
     pub wait_ms: u64,
+    /// With a refusal for want of a slot, to a client that takes tickets.
+    pub turn_ticket: Option<u64>,
 }
 
 impl Bucket {
@@ -93,6 +99,7 @@ impl Bucket {
             reported_successes: 0,
             returns: ReturnPool::default(),
             throughput: Throughput::default(),
+            tickets: TurnTickets::default(),
         }
     }
 
@@ -231,12 +238,15 @@ impl Bucket {
     /// Places up to `requested` permits no earlier than `earliest` and no
     /// later than `horizon`, one lease each when the rules bound
     /// concurrency. Returned times go first; the timelines extend only for
-    /// the rest.
+    /// the rest. `ticket` is the client's turn ticket for the slots: `0`
+    /// when it takes tickets and holds none, `None` for a client that
+    /// takes none.
     #[allow(clippy::too_many_arguments)]
     pub fn grant(
         &mut self,
         requested: u64,
         book_next_turn: bool,
+        ticket: Option<u64>,
         now: Micros,
         earliest: Micros,
         horizon: Micros,
@@ -244,8 +254,13 @@ impl Bucket {
         ids: &mut LeaseIds,
     ) -> Grant {
         let max_concurrency = self.max_concurrency();
+        self.tickets.expire(now);
+        let shown = ticket.filter(|&t| t > 0 && self.tickets.redeem(t));
+        // Slots freed for clients booked earlier are theirs.
+        let held = self.tickets.held_before(shown);
         let free_slots = max_concurrency.map_or(u64::MAX, |max| {
             max.saturating_sub(self.leases.live(now) as u64)
+                .saturating_sub(held)
         });
         let wanted = requested.min(free_slots);
         let rate = self.effective_rps().unwrap_or(f64::INFINITY);
@@ -307,8 +322,29 @@ impl Bucket {
         // nothing of more books nothing: its demand is met, and a turn
         // booked for a caller that never comes back would hold back every
         // caller booked after it.
+        let mut turn_ticket = None;
         let wait_ms = if wanted == 0 {
-            self.book_slot_turn(requested, now, lease_ttl)
+            match (ticket, max_concurrency) {
+                // A client with a ticket is booked one slot at a time, in
+                // line (keeping its place if it came back too early): slots
+                // free one by one, and each goes to the next ticket.
+                (Some(_), Some(_)) => {
+                    let place = held + 1;
+                    let wait_ms = self.ticket_turn_ms(place, now, lease_ttl);
+                    let turn = now.saturating_add(micros(wait_ms));
+                    turn_ticket = Some(self.tickets.book(shown, turn, 1));
+                    wait_ms
+                }
+                _ => self.book_slot_turn(requested, now, lease_ttl),
+            }
+        } else if let (Some(_), Some(_), true) = (ticket, max_concurrency, wanted < requested) {
+            // Granted fewer than it wants for want of slots: its next slot
+            // is booked with this grant, so it need not be refused first.
+            let place = self.tickets.held_before(None) + 1;
+            let wait_ms = self.ticket_turn_ms(place, now, lease_ttl);
+            let turn = now.saturating_add(micros(wait_ms));
+            turn_ticket = Some(self.tickets.book(None, turn, 1));
+            wait_ms
         } else if book_next_turn || self.contended(&times, wanted, earliest) {
             let interval = self.turn_interval(adaptive_interval);
             self.book_turn(wanted, now, horizon, interval)
@@ -320,6 +356,7 @@ impl Bucket {
             times,
             lease_ids,
             wait_ms,
+            turn_ticket,
         }
     }
 
@@ -439,6 +476,7 @@ impl Bucket {
             lease_spacing_ms: None,
             lease_ttl_ms: None,
             slot_waiters: false,
+            turn_ticket: grant.turn_ticket,
         }
     }
 }

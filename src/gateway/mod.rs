@@ -25,6 +25,7 @@ mod scope;
 mod slots;
 mod snapshot;
 mod throughput;
+mod tickets;
 mod timeline;
 mod turns;
 mod view;
@@ -218,6 +219,7 @@ impl GatewayCore {
                         times,
                         lease_ids: Some(ids),
                         wait_ms: if short { KEEPER_RETRY_MS } else { 0 },
+                        turn_ticket: None,
                     }
                 };
                 kept = Some(slots.kept);
@@ -226,6 +228,7 @@ impl GatewayCore {
             _ => bucket.grant(
                 req.requested,
                 req.book_next_turn,
+                req.turn_ticket,
                 now,
                 earliest,
                 horizon,

@@ -58,6 +58,40 @@ impl Bucket {
         ceil_ms(start.saturating_sub(now)).max(1)
     }
 
+    /// How long a client holding a turn ticket waits for its slot: the
+    /// `place`-th slot to free (counting from 1), when the `place`-th
+    /// oldest lease's call is likely to end (its time plus the usual hold,
+    /// learned from releases). Slots free in the order their calls started,
+    /// and each goes to the next ticket, so a ticket holder comes back
+    /// about when its own slot is free rather than polling for it.
+    pub(super) fn ticket_turn_ms(&mut self, place: u64, now: Micros, lease_ttl: Micros) -> u64 {
+        let spacing = self.turn_interval(self.adaptive_interval());
+        let Some(hold) = self.leases.hold_us else {
+            return CONCURRENCY_RETRY_MS;
+        };
+        self.leases.next_expiry(now);
+        let mut frees = self
+            .leases
+            .iter()
+            .map(|&(expires_at, _)| expires_at.saturating_sub(lease_ttl).saturating_add(hold));
+        let index = place.saturating_sub(1) as usize;
+        let free_at = match frees.nth(index) {
+            Some(at) => at,
+            // More tickets than leases: the rest wait a spacing each after
+            // the last.
+            None => {
+                let live = self.leases.iter().count() as u64;
+                let last = self.leases.iter().last().map_or(now, |&(e, _)| {
+                    e.saturating_sub(lease_ttl).saturating_add(hold)
+                });
+                last.saturating_add(spacing.saturating_mul(place.saturating_sub(live)))
+            }
+        };
+        ceil_ms(free_at.saturating_sub(now))
+            .max(ceil_ms(spacing) / 4)
+            .clamp(1, MAX_TURN_QUEUE_US / 1_000)
+    }
+
     /// Books the caller's next turn: the stretch of the timeline, after every
     /// turn already booked, where its next block (`wanted` permits, at most a
     /// horizon's worth) will be free. Returns how long the caller should

@@ -58,6 +58,9 @@ pub mod limits {
     pub const MAX_BUDGET: u64 = 1_000_000_000;
     pub const MAX_DISPATCH_LEAD_MS: u64 = 10_000;
     pub const MAX_DISPATCH_TOLERANCE_MS: u64 = 60_000;
+    /// Turn tickets are counted per bucket from 1; JS numbers stay exact
+    /// up to here.
+    pub const MAX_TURN_TICKET: u64 = (1 << 53) - 1;
 }
 
 /// A message of the protocol: it decodes from JSON with validation and

@@ -62,6 +62,13 @@ pub struct AcquireRequest {
     /// names them in `keptLeaseIds`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_lease_ids: Vec<String>,
+    /// Turn tickets for concurrency slots: the ticket a refusal gave this
+    /// client, shown when it comes back at its turn, or `0` from a client
+    /// that takes tickets and holds none. Slots freed meanwhile are held for
+    /// tickets in the order given. Without it (an older client) refusals
+    /// come with no ticket; an older gateway ignores it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_ticket: Option<u64>,
 }
 
 impl Decode for AcquireRequest {
@@ -89,6 +96,7 @@ impl Decode for AcquireRequest {
                 Some(items) => lease_id_list(&f, "heldLeaseIds", items)?,
                 None => Vec::new(),
             },
+            turn_ticket: f.opt_integer("turnTicket", 0, limits::MAX_TURN_TICKET)?,
         })
     }
 }
@@ -145,6 +153,11 @@ pub struct AcquireResponse {
     /// is done with should go back now rather than wait for a ride.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub slot_waiters: bool,
+    /// With a refusal for want of a slot, to a client that sent
+    /// `turnTicket`: its place in line, to show when it comes back after
+    /// `waitMs`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub turn_ticket: Option<u64>,
 }
 
 impl Decode for AcquireResponse {
@@ -197,6 +210,7 @@ impl Decode for AcquireResponse {
             lease_spacing_ms: f.opt_integer("leaseSpacingMs", 1, limits::MAX_WINDOW_MS)?,
             lease_ttl_ms: f.opt_millis("leaseTtlMs")?,
             slot_waiters: f.opt_bool("slotWaiters")?.unwrap_or(false),
+            turn_ticket: f.opt_integer("turnTicket", 1, limits::MAX_TURN_TICKET)?,
         })
     }
 }

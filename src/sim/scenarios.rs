@@ -67,6 +67,20 @@ pub fn slot_bound(horizon_ms: Millis) -> FleetConfig {
     c
 }
 
+/// 4 isolates x 4 callers against `{20/s, maxConcurrency 10}`, calls of
+/// 40 ms (the peer benchmark's scenario a): the rate binds, and since every
+/// permit holds its lease from its grant, the ten slots hold half a second
+/// of the timeline and the isolates queue for them.
+pub fn rate_bound_slots(horizon_ms: Millis) -> FleetConfig {
+    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
+    c.isolates = 4;
+    c.callers_per_isolate = 4;
+    c.rule = PacingRule::new(20, 1_000).with_max_concurrency(10);
+    c.true_max_concurrency = Some(10);
+    c.duration_ms = 30_000;
+    c
+}
+
 /// Calls per second the slots of `slot_bound` allow.
 pub const SLOT_BOUND_RPS: f64 = 5.0 / 0.3;
 

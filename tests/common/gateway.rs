@@ -18,6 +18,7 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         quota: None,
         slots_wanted: None,
         held_lease_ids: Vec::new(),
+        turn_ticket: None,
     }
 }
 

@@ -39,6 +39,7 @@ impl GatewayRateState {
             state.effective_rps = Some(rps);
         }
         state.refill.not_before = received.saturating_add(response.wait_ms);
+        state.refill.turn_ticket = response.turn_ticket;
         state.refill.answered = true;
         if response.granted > 0 {
             state.refill.draining = false;

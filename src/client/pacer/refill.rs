@@ -23,6 +23,9 @@ pub(super) struct Refill {
     error: Option<(u64, Error)>,
     /// The gateway asked this client not to refill before this local time.
     pub not_before: Millis,
+    /// The turn ticket the gateway gave with its last refusal for want of
+    /// a slot, to show with the next acquire.
+    pub turn_ticket: Option<u64>,
     /// When callers began waiting on the refill in flight.
     pub started_at: Millis,
     /// When the block last ran dry.
@@ -241,8 +244,12 @@ impl GatewayRateState {
         let bucket_id = target.bucket_id.as_str();
         // Ask early by a round trip and a poll, so the block is here before
         // its first permit is due.
-        let (not_before, early) = self.state(bucket_id, |s| {
-            (s.refill.not_before, s.clock.rtt_ms() + REFILL_POLL_MS)
+        // A turn ticket's turn is when its slot frees at the gateway: come
+        // about then (a ticket shown early only books the client again),
+        // a trip early to arrive on time.
+        let (not_before, early) = self.state(bucket_id, |s| match s.refill.turn_ticket {
+            Some(_) => (s.refill.not_before, s.clock.rtt_ms() / 2),
+            None => (s.refill.not_before, s.clock.rtt_ms() + REFILL_POLL_MS),
         });
         let now = self.inner.rt.now_ms();
         let start_at = not_before.saturating_sub(early);
@@ -253,8 +260,8 @@ impl GatewayRateState {
         let horizon_ms = self.inner.options.block_horizon_ms;
         let concurrency = has_concurrency(&target.rules);
         let keep_leases = concurrency && self.inner.options.keep_leases;
-        let (requested, observed_successes, lead, book_next_turn, quota, slots) =
-            self.state(bucket_id, |s| {
+        let (requested, observed_successes, lead, book_next_turn, quota, slots, turn_ticket) = self
+            .state(bucket_id, |s| {
                 let keep_leases =
                     keep_leases && (s.pool.is_some() || s.hold.worth_keeping(&target.rules));
                 if let Some(at) = s.refill.exhausted_at.take() {
@@ -287,6 +294,10 @@ impl GatewayRateState {
                     }
                     None => (s.waiters, Vec::new()),
                 });
+                // One lease per permit: a refusal for want of a slot books
+                // this client a turn, held for it by the ticket it shows.
+                let turn_ticket = (concurrency && slots.is_none())
+                    .then(|| s.refill.turn_ticket.take().unwrap_or(0));
                 (
                     requested,
                     s.pending_successes,
@@ -294,6 +305,7 @@ impl GatewayRateState {
                     whole_horizon && !guessing && !concurrency,
                     s.quota.pending.take(),
                     slots,
+                    turn_ticket,
                 )
             });
         let (slots_wanted, held_lease_ids) = match slots {
@@ -317,6 +329,7 @@ impl GatewayRateState {
             released_lease_ids: riders.leases.iter().map(|(_, id)| id.clone()).collect(),
             slots_wanted,
             held_lease_ids,
+            turn_ticket,
         };
         // The round trip is timed on the attempt that answered, not across
         // the pauses between retries.

@@ -14,6 +14,7 @@ use crate::gateway::leases::{LeaseId, LeaseTable};
 use crate::gateway::quota::Quota;
 use crate::gateway::recent::RecentPermits;
 use crate::gateway::throughput::Throughput;
+use crate::gateway::tickets::TurnTickets;
 use crate::gateway::timeline::Timeline;
 use crate::protocol::{rules_signature, PacingRule};
 
@@ -127,6 +128,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
         pending_cut,
         leases,
         concurrency: ConcurrencyLimits::default(),
+        tickets: TurnTickets::default(),
         recent: RecentPermits::default(),
         last_at: r.opt_uint()?,
         turns_tat: r.uint()?,

@@ -18,6 +18,7 @@ use super::rate_input_cache::InputCache;
 use super::registry::Registration;
 use super::runtime::{AbortBridge, JsRuntime};
 use crate::client::{GatewayPort, GatewayRateState, NotYet};
+use crate::error::{Detail, Error};
 use crate::rt::Runtime;
 use crate::time::Clock;
 
@@ -200,13 +201,26 @@ impl JsLocalRateState {
         Ok(Self::keep(GatewayRateState::local(
             runtime(wait_until),
             options,
-            super::js::random_seed(),
+            local_seed(),
         )))
     }
 }
 
+/// The lease-id seed of a scheduler inside this isolate. Its ids never
+/// leave its own state, so they need to be distinct, not unpredictable:
+/// a count, not a random draw. That keeps the constructor free of
+/// `crypto.getRandomValues`, which workerd refuses at a module's top
+/// level, so a Worker can build its state there, during startup.
+#[cfg(feature = "local-rate-state")]
+fn local_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    MADE.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A permit already due resolves at once, with no timer and no task; any
-/// other waits in the pacer. A signal that has aborted takes the waiting
+/// other waits in the pacer, on timers, so where the host refuses timers
+/// it is refused at once. A signal that has aborted takes the waiting
 /// path, which rejects it.
 fn acquire_promise(pacer: &GatewayRateState, mut input: AcquireInput) -> js_sys::Promise {
     if input.signal.as_ref().is_none_or(|s| !s.is_aborted()) {
@@ -217,6 +231,15 @@ fn acquire_promise(pacer: &GatewayRateState, mut input: AcquireInput) -> js_sys:
             Ok(None) => {}
             Err(e) => return rejected(e),
         }
+    }
+    if let Some(thrown) = super::timers::timers_refused() {
+        return rejected(
+            Error::invalid(
+                "acquire waits on timers, which this host refused here (workerd allows them \
+                 only inside a handler, not at a module's top level): call it from a handler",
+            )
+            .with_detail(Detail::Cause(super::error::keep(thrown))),
+        );
     }
     let pacer = pacer.clone();
     promise(async move {

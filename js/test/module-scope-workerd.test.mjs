@@ -1,7 +1,8 @@
 // A Worker may build its rate states and its GatewayCore at its module's
 // top level, during startup, so that its first request only uses them: no
 // constructor draws random values or sets a timer, which workerd refuses
-// there. What does need them (an acquire that must wait, a GatewayCore's
+// there. What does need them (an acquire that must wait, a tryAcquire, which
+// may start a refill, any other call that returns a promise, a GatewayCore's
 // first call, createGovernor without a scope) is refused at the top level
 // with INVALID_INPUT saying to call it from a handler: never a raw
 // exception, a wasm trap or a promise that never settles. Real workerd,
@@ -33,11 +34,17 @@ const remote = new GatewayRateState(coreTransport(core), { blockHorizonMs: 1000 
 const topLevel = {
   snapshotOfAnotherCore: outcome(() => new GatewayCore().snapshot()),
   governorWithoutScope: outcome(() => createGovernor({ rateState: new LocalRateState() })),
+  tryAcquire: outcome(() => remote.tryAcquire({ bucketId: "top-level", rules })),
   acquire: "pending",
+  penalize: "pending",
 };
 local.acquire({ bucketId: "top-level", rules }).then(
   (permit) => { topLevel.acquire = "granted"; permit.release(); },
   (e) => { topLevel.acquire = { code: e.code, message: e.message }; },
+);
+remote.penalize({ bucketId: "top-level", cooldownMs: 10 }).then(
+  () => { topLevel.penalize = "done"; },
+  (e) => { topLevel.penalize = { code: e.code, message: e.message }; },
 );
 export default {
   async fetch(request) {
@@ -81,5 +88,7 @@ describe("states built at a Worker's top level", () => {
     assert.match(top.snapshotOfAnotherCore.message, /GatewayCore/);
     assert.match(top.governorWithoutScope.message, /createGovernor/);
     assert.match(top.acquire.message, /acquire waits on timers/);
+    assert.match(top.tryAcquire.message, /tryAcquire waits on timers/);
+    assert.match(top.penalize.message, /waits on timers/);
   });
 });

@@ -19,9 +19,32 @@ extern "C" {
 pub(crate) fn promise(
     work: impl std::future::Future<Output = Result<JsValue, JsValue>> + 'static,
 ) -> js_sys::Promise {
-    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>> =
-        Box::pin(work);
-    wasm_bindgen_futures::future_to_promise(boxed)
+    run(Box::pin(work))
+}
+
+/// Where the host refuses timers (workerd, at a module's top level) the
+/// work could wait forever, its retries and waits never woken, so it is
+/// refused instead.
+fn run(
+    work: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>>,
+) -> js_sys::Promise {
+    match timers_allowed("this call") {
+        Ok(()) => wasm_bindgen_futures::future_to_promise(work),
+        Err(e) => rejected(e),
+    }
+}
+
+/// `INVALID_INPUT` naming `what` if the host refuses timers here, which
+/// it needs to wait or to retry.
+pub(crate) fn timers_allowed(what: &str) -> Result<(), Error> {
+    match super::timers::timers_refused() {
+        None => Ok(()),
+        Some(thrown) => Err(Error::invalid(format!(
+            "{what} waits on timers, which this host refused here (workerd allows them only \
+             inside a handler, not at a module's top level): call it from a handler"
+        ))
+        .with_detail(Detail::Cause(super::error::keep(thrown)))),
+    }
 }
 
 /// Fills `buf` from `crypto.getRandomValues`. workerd refuses random

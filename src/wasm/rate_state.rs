@@ -7,7 +7,7 @@ use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
 use super::clock::JsClock;
-use super::js::{promise, rejected};
+use super::js::{promise, rejected, timers_allowed};
 use super::permit::permit_value;
 use super::port::JsPort;
 use super::rate_input::{
@@ -18,7 +18,6 @@ use super::rate_input_cache::InputCache;
 use super::registry::Registration;
 use super::runtime::{AbortBridge, JsRuntime};
 use crate::client::{GatewayPort, GatewayRateState, NotYet};
-use crate::error::{Detail, Error};
 use crate::rt::Runtime;
 use crate::time::Clock;
 
@@ -83,7 +82,8 @@ macro_rules! rate_state_methods {
             /// A permit due now, or a `PermitRefusal` saying when to ask
             /// again; never waits. With nothing cached it starts fetching
             /// more, so asking again then finds them. Throws
-            /// `INVALID_INPUT` for a malformed input, and a refill's
+            /// `INVALID_INPUT` for a malformed input or where the host
+            /// refuses timers (workerd's top level), and a refill's
             /// failure (e.g. `PROVIDER_EXHAUSTED`) once.
             #[wasm_bindgen(js_name = tryAcquire, unchecked_return_type = "Permit | PermitRefusal")]
             pub fn try_acquire(
@@ -91,6 +91,9 @@ macro_rules! rate_state_methods {
                 #[wasm_bindgen(unchecked_param_type = "TryAcquireInput")] input: JsValue,
             ) -> Result<JsValue, JsValue> {
                 let input = self.inputs.read(&input, false)?;
+                // With nothing cached it starts a refill, which retries
+                // and waits on timers.
+                timers_allowed("tryAcquire")?;
                 match self.inner.try_acquire(input.request(None))? {
                     Ok(permit) => Ok(permit_value(permit)),
                     Err(not_yet) => Ok(refusal(not_yet)),
@@ -232,14 +235,8 @@ fn acquire_promise(pacer: &GatewayRateState, mut input: AcquireInput) -> js_sys:
             Err(e) => return rejected(e),
         }
     }
-    if let Some(thrown) = super::timers::timers_refused() {
-        return rejected(
-            Error::invalid(
-                "acquire waits on timers, which this host refused here (workerd allows them \
-                 only inside a handler, not at a module's top level): call it from a handler",
-            )
-            .with_detail(Detail::Cause(super::error::keep(thrown))),
-        );
+    if let Err(e) = timers_allowed("acquire") {
+        return rejected(e);
     }
     let pacer = pacer.clone();
     promise(async move {

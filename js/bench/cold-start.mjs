@@ -234,5 +234,8 @@ const compiledRow = (label, phase) =>
       .map((p) => (p.compiled ? `${p.compiled[phase].functions} functions, ${p.compiled[phase].bytes} B` : ""))
       .join(" | ")} |`,
   );
-compiledRow("Node: wasm compiled at first call by a new rate state* (functions, code bytes; *: both modules')", "state");
+compiledRow(
+  "Node: wasm compiled at first call by a new rate state* (functions, code bytes; *: both modules')",
+  "state",
+);
 compiledRow("Node: the same by the first acquire + release (*: both modules')", "permit");

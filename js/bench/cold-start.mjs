@@ -20,6 +20,9 @@
 // fetchPort to a gateway Worker (the full module, in a Durable Object)
 // bound beside it, and its first permit includes that gateway's own first
 // request; in Node, over a GatewayCore of the full module loaded untimed.
+// A third column builds the full module's LocalRateState at the module's
+// top level instead, so startup pays for it and the first request only
+// uses it.
 // Runs alternate between the packages so load on the machine falls on all
 // alike.
 // Usage: node js/bench/cold-start.mjs [--baseline DIR] [--runs N]
@@ -45,6 +48,16 @@ const packages = [
     remote: true,
   },
 ];
+// The same full module, its state built at the module's top level (during
+// startup), as a Worker can since no constructor draws random values: the
+// first request only uses it. workerd only, the Node rows would repeat.
+packages.push({
+  name: "this build, state built at module scope",
+  dir: pkgDir,
+  specifier: "paceline",
+  module: "paceline",
+  atModuleScope: true,
+});
 if (values.baseline)
   packages.push({ name: "baseline", dir: values.baseline, specifier: "paceline", module: "paceline" });
 
@@ -57,7 +70,7 @@ const newState = (p) =>
 
 const probeSource = (p) => `
 import { ${p.remote ? "GatewayRateState, fetchPort" : "LocalRateState"} } from "${p.specifier}";
-let pacer;
+let pacer${p.atModuleScope ? ` = ${newState(p)}` : ""};
 export default {
   async fetch(request, env) {
     pacer ??= ${newState(p)};
@@ -76,10 +89,12 @@ import * as paceline from "${specifier}";
 export default { fetch() { return new Response(typeof paceline.GatewayRateState); } };`;
 
 // Runs in a fresh Node process: argv[1] is the package directory, argv[2]
-// the module's name (its glue and .wasm).
+// the module's name (its glue and .wasm); argv[3], if given, the phase
+// after which it stops ("init", "state" or "permit"; see compiledByPhase).
 const nodeProbe = `
 const t0 = performance.now();
-const [dir, name] = process.argv.slice(1);
+const [dir, name, stopAfter] = process.argv.slice(1);
+const mark = (phase) => phase === stopAfter && process.exit(0);
 const { readFileSync } = await import("node:fs");
 const bytes = readFileSync(dir + "/" + name + "_bg.wasm");
 const gateway = name === "paceline_client" ? await import(dir + "/paceline_node.js") : undefined;
@@ -89,14 +104,43 @@ const module = new WebAssembly.Module(bytes);
 const t2 = performance.now();
 initSync({ module });
 const t3 = performance.now();
+mark("init");
 const pacer = gateway
   ? new GatewayRateState(gateway.coreTransport(new gateway.GatewayCore()), { blockHorizonMs: 1000 })
   : new LocalRateState({ blockHorizonMs: 1000 });
 const t4 = performance.now();
+mark("state");
 (await pacer.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 1000000, windowMs: 1000 }] })).release();
 const t5 = performance.now();
+mark("permit");
 console.log(JSON.stringify({ compile: t2 - t1, instantiate: t4 - t2, firstPermit: t5 - t4 }));
 `;
+
+// The wasm code a first state and a first permit run. V8 compiles each
+// function at its first call, in Node and in workerd, which also drops
+// what startup compiled before the first request: what a first request
+// runs, it compiles, and that is most of its cost. Counted from V8's
+// trace in Node (workerd takes no V8 flags from Miniflare): a probe that
+// stops after each phase, each phase's figure the difference. V8 writes
+// its trace through a buffer of its own, so markers in the output could
+// not separate the phases. The count does not vary between runs as times do.
+function compiledByPhase(p) {
+  const upTo = (phase) => {
+    const args = ["--trace-wasm-compilation-times", "--input-type=module", "-e", nodeProbe, p.dir, p.module, phase];
+    const compiled = { functions: 0, bytes: 0 };
+    for (const line of execFileSync(process.execPath, args, { encoding: "utf8" }).split("\n")) {
+      const body = /^Compiled function .* bodysize (\d+)/.exec(line);
+      if (body) {
+        compiled.functions += 1;
+        compiled.bytes += Number(body[1]);
+      }
+    }
+    return compiled;
+  };
+  const [init, state, permit] = ["init", "state", "permit"].map(upTo);
+  const less = (a, b) => ({ functions: a.functions - b.functions, bytes: a.bytes - b.bytes });
+  return { state: less(state, init), permit: less(permit, state) };
+}
 
 async function timeIt(fn) {
   const start = performance.now();
@@ -151,6 +195,7 @@ for (let i = 0; i < runs; i++) {
   await inWorkerd(empty);
   for (const p of packages) {
     await inWorkerd(p);
+    if (p.atModuleScope) continue;
     await inWorkerd(p.importOnly);
 
     const out = JSON.parse(
@@ -161,12 +206,15 @@ for (let i = 0; i < runs; i++) {
   }
 }
 
+for (const p of packages) if (!p.atModuleScope) p.compiled = compiledByPhase(p);
+
 const f = (x) => `${x.toFixed(2)} ms`;
 console.log("(*) a LocalRateState; for paceline/client, which has none, a GatewayRateState over a gateway (see above)");
 console.log(`| cold start (median of ${runs}) | ${packages.map((p) => p.name).join(" | ")} |`);
 console.log(`|---|${packages.map(() => "---").join("|")}|`);
 console.log(`| module | ${packages.map((p) => p.size).join(" | ")} |`);
-const row = (label, pick) => console.log(`| ${label} | ${packages.map((p) => f(median(pick(p)))).join(" | ")} |`);
+const row = (label, pick) =>
+  console.log(`| ${label} | ${packages.map((p) => (pick(p).length ? f(median(pick(p))) : "")).join(" | ")} |`);
 row("workerd: cold start, first request (a new rate state*) less a warm one", (p) => p.workerd);
 row("workerd: first acquire + release less a warm one (*: through the gateway Worker)", (p) => p.workerdPermit);
 row("workerd: the same, a Worker that imports paceline and calls nothing", (p) => p.importOnly.workerd);
@@ -180,3 +228,14 @@ row("Node: compile the .wasm", (p) => p.node.compile);
 row("Node: instantiate (initSync) + a new rate state*", (p) => p.node.instantiate);
 row("Node: cold start, compile + instantiate", (p) => p.node.total);
 row("Node: first acquire + release (*: through the full module's GatewayCore)", (p) => p.node.firstPermit);
+const compiledRow = (label, phase) =>
+  console.log(
+    `| ${label} | ${packages
+      .map((p) => (p.compiled ? `${p.compiled[phase].functions} functions, ${p.compiled[phase].bytes} B` : ""))
+      .join(" | ")} |`,
+  );
+compiledRow(
+  "Node: wasm compiled at first call by a new rate state* (functions, code bytes; *: both modules')",
+  "state",
+);
+compiledRow("Node: the same by the first acquire + release (*: both modules')", "permit");

@@ -128,7 +128,8 @@ impl JsGatewayBudgetState {
         let port: Rc<dyn GatewayPort> = Rc::new(JsPort::new(port)?);
         let rt: Rc<dyn Runtime> = Rc::new(JsRuntime::default());
         Ok(Self::keep(Rc::new(
-            GatewayBudgetState::new(port, rt, random_seed()).with_run_scope_token(token),
+            GatewayBudgetState::new(port, rt, random_seed("new GatewayBudgetState")?)
+                .with_run_scope_token(token),
         )))
     }
 }

@@ -56,9 +56,34 @@ extern "C" {
     fn array_from(value: &JsValue) -> Result<js_sys::Array, JsValue>;
 }
 
+/// The core is made at its first use, not by the constructor: its lease
+/// key comes from `crypto.getRandomValues`, which workerd refuses at a
+/// module's top level, and a Worker should be able to build its gateway
+/// there, during startup. Until then `config` (already validated) waits.
 #[wasm_bindgen(js_name = GatewayCore)]
 pub struct JsGatewayCore {
-    core: gateway::GatewayCore,
+    core: Option<gateway::GatewayCore>,
+    config: GatewayConfig,
+}
+
+impl JsGatewayCore {
+    fn ready(core: gateway::GatewayCore) -> Self {
+        JsGatewayCore {
+            config: core.config().clone(),
+            core: Some(core),
+        }
+    }
+
+    fn core(&mut self) -> Result<&mut gateway::GatewayCore, Error> {
+        let core = match self.core.take() {
+            Some(core) => core,
+            None => gateway::GatewayCore::new(
+                self.config.clone(),
+                random_key("a GatewayCore's first call")?,
+            )?,
+        };
+        Ok(self.core.insert(core))
+    }
 }
 
 /// The longest request path (with its query) `handle` reads; a longer one
@@ -108,8 +133,9 @@ impl JsGatewayCore {
     pub fn new(
         #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: JsValue,
     ) -> Result<JsGatewayCore, JsValue> {
-        let core = gateway::GatewayCore::new(config_from(&options)?, random_key())?;
-        Ok(JsGatewayCore { core })
+        let config = config_from(&options)?;
+        config.validate()?;
+        Ok(JsGatewayCore { core: None, config })
     }
 
     #[wasm_bindgen(unchecked_return_type = "AcquireResponse")]
@@ -119,7 +145,7 @@ impl JsGatewayCore {
         #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (req, now): (AcquireRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
-        respond(self.core.acquire(&req, now))
+        respond(self.core()?.acquire(&req, now))
     }
 
     #[wasm_bindgen(unchecked_return_type = "ReleaseResponse")]
@@ -129,7 +155,7 @@ impl JsGatewayCore {
         #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (req, now): (ReleaseRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
-        respond(self.core.release(&req, now))
+        respond(self.core()?.release(&req, now))
     }
 
     #[wasm_bindgen(unchecked_return_type = "PenalizeResponse")]
@@ -139,7 +165,7 @@ impl JsGatewayCore {
         #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (req, now): (PenalizeRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
-        respond(self.core.penalize(&req, now))
+        respond(self.core()?.penalize(&req, now))
     }
 
     #[wasm_bindgen(unchecked_return_type = "ChargeResponse")]
@@ -149,7 +175,7 @@ impl JsGatewayCore {
         #[wasm_bindgen(js_name = nowMs, unchecked_param_type = "number")] now_ms: JsValue,
     ) -> Result<JsValue, JsValue> {
         let (req, now): (ChargeRequest, _) = (message(&req)?, time(&now_ms, "nowMs")?);
-        respond(self.core.charge(&req, now))
+        respond(self.core()?.charge(&req, now))
     }
 
     /// The bucket's live state, or `null` if the gateway holds none.
@@ -164,7 +190,7 @@ impl JsGatewayCore {
         let bucket_id = o.string("bucketId", limits::MAX_ID_BYTES)?;
         let token = o.opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?;
         let now = time(&now_ms, "nowMs")?;
-        match self.core.bucket(&bucket_id, token.as_deref(), now)? {
+        match self.core()?.bucket(&bucket_id, token.as_deref(), now)? {
             Some(view) => to_js(&view),
             None => Ok(JsValue::NULL),
         }
@@ -203,12 +229,14 @@ impl JsGatewayCore {
             Some(b) => Ok(b.to_vec()),
             None => string(&body, "body", limits::MAX_BODY_BYTES).map(String::into_bytes),
         };
-        let (status, answer) = match (string(&path, "path", MAX_PATH_BYTES), body) {
-            (Ok(path), Ok(body)) => {
-                let r = gateway::handle(&mut self.core, &method, &path, &body, now);
+        let (status, answer) = match (string(&path, "path", MAX_PATH_BYTES), body, self.core()) {
+            (Ok(path), Ok(body), Ok(core)) => {
+                let r = gateway::handle(core, &method, &path, &body, now);
                 (r.status, r.body)
             }
-            (Err(e), _) | (_, Err(e)) => (e.code.http_status(), encode(&ErrorBody::from(&e))),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                (e.code.http_status(), encode(&ErrorBody::from(&e)))
+            }
         };
         let out = js_sys::Object::new();
         let set = |key: &str, value: &JsValue| {
@@ -220,18 +248,19 @@ impl JsGatewayCore {
         Ok(out.into())
     }
 
-    pub fn snapshot(&self) -> Vec<u8> {
-        self.core.snapshot()
+    pub fn snapshot(&mut self) -> Result<Vec<u8>, JsValue> {
+        Ok(self.core()?.snapshot())
     }
 
     /// Every record of the state, `[key, bytes]`, to store under its key.
     #[wasm_bindgen(unchecked_return_type = "[string, Uint8Array][]")]
-    pub fn records(&self) -> js_sys::Array {
-        self.core
+    pub fn records(&mut self) -> Result<js_sys::Array, JsValue> {
+        Ok(self
+            .core()?
             .records()
             .into_iter()
             .map(|(key, bytes)| record_pair(&key, Some(&bytes)))
-            .collect()
+            .collect())
     }
 
     /// The records changed since the last call, `[key, bytes]` to store or
@@ -240,12 +269,13 @@ impl JsGatewayCore {
         js_name = takeChangedRecords,
         unchecked_return_type = "[string, Uint8Array | null][]"
     )]
-    pub fn take_changed_records(&mut self) -> js_sys::Array {
-        self.core
+    pub fn take_changed_records(&mut self) -> Result<js_sys::Array, JsValue> {
+        Ok(self
+            .core()?
             .take_changed_records()
             .into_iter()
             .map(|(key, bytes)| record_pair(&key, bytes.as_deref()))
-            .collect()
+            .collect())
     }
 
     /// A core continuing from stored records (`[key, bytes]` pairs in any
@@ -293,7 +323,7 @@ impl JsGatewayCore {
             owned.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
             config,
         )?;
-        Ok(JsGatewayCore { core })
+        Ok(JsGatewayCore::ready(core))
     }
 
     pub fn restore(
@@ -311,7 +341,7 @@ impl JsGatewayCore {
             .into());
         }
         let core = gateway::GatewayCore::restore(&bytes.to_vec(), config_from(&options)?)?;
-        Ok(JsGatewayCore { core })
+        Ok(JsGatewayCore::ready(core))
     }
 }
 

@@ -144,8 +144,11 @@ fn adapter(o: &ObjectArg) -> Result<Adapter> {
 }
 
 /// A run id nobody else has: the governor's run when no scope names one.
-fn fresh_run_id() -> String {
-    format!("run-{:016x}", random_seed())
+fn fresh_run_id() -> Result<String> {
+    Ok(format!(
+        "run-{:016x}",
+        random_seed("createGovernor without a scope")?
+    ))
 }
 
 fn run_scope(o: &ObjectArg) -> Result<RunScope> {
@@ -153,7 +156,7 @@ fn run_scope(o: &ObjectArg) -> Result<RunScope> {
     else {
         return Ok(RunScope {
             org_id: "default".to_owned(),
-            root_run_id: fresh_run_id(),
+            root_run_id: fresh_run_id()?,
         });
     };
     scope.only(&["orgId", "rootRunId"])?;
@@ -161,9 +164,10 @@ fn run_scope(o: &ObjectArg) -> Result<RunScope> {
         org_id: scope
             .opt_string("orgId", MAX_ID_BYTES)?
             .unwrap_or_else(|| "default".to_owned()),
-        root_run_id: scope
-            .opt_string("rootRunId", MAX_ID_BYTES)?
-            .unwrap_or_else(fresh_run_id),
+        root_run_id: match scope.opt_string("rootRunId", MAX_ID_BYTES)? {
+            Some(id) => id,
+            None => fresh_run_id()?,
+        },
     })
 }
 

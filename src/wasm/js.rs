@@ -4,13 +4,13 @@
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use crate::error::Error;
+use crate::error::{Detail, Error};
 use crate::protocol::encode;
 
 #[wasm_bindgen]
 extern "C" {
-    #[wasm_bindgen(js_namespace = crypto, js_name = getRandomValues)]
-    fn get_random_values(buf: &mut [u8]);
+    #[wasm_bindgen(catch, js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(buf: &mut [u8]) -> Result<(), JsValue>;
 }
 
 /// Runs `work` as a JS promise. Every async method goes through this one
@@ -19,24 +19,60 @@ extern "C" {
 pub(crate) fn promise(
     work: impl std::future::Future<Output = Result<JsValue, JsValue>> + 'static,
 ) -> js_sys::Promise {
-    let boxed: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>> =
-        Box::pin(work);
-    wasm_bindgen_futures::future_to_promise(boxed)
+    run(Box::pin(work))
+}
+
+/// Where the host refuses timers (workerd, at a module's top level) the
+/// work could wait forever, its retries and waits never woken, so it is
+/// refused instead.
+fn run(
+    work: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>>,
+) -> js_sys::Promise {
+    match timers_allowed("this call") {
+        Ok(()) => wasm_bindgen_futures::future_to_promise(work),
+        Err(e) => rejected(e),
+    }
+}
+
+/// `INVALID_INPUT` naming `what` if the host refuses timers here, which
+/// it needs to wait or to retry.
+pub(crate) fn timers_allowed(what: &str) -> Result<(), Error> {
+    match super::timers::timers_refused() {
+        None => Ok(()),
+        Some(thrown) => Err(Error::invalid(format!(
+            "{what} waits on timers, which this host refused here (workerd allows them only \
+             inside a handler, not at a module's top level): call it from a handler"
+        ))
+        .with_detail(Detail::Cause(super::error::keep(thrown)))),
+    }
+}
+
+/// Fills `buf` from `crypto.getRandomValues`. workerd refuses random
+/// values outside a handler (at a module's top level); `what` names the
+/// operation that needed them, so the error says what to move.
+fn fill_random(buf: &mut [u8], what: &str) -> Result<(), Error> {
+    get_random_values(buf).map_err(|e| {
+        Error::invalid(format!(
+            "{what} draws random values, which this host refused here (workerd allows them \
+             only inside a handler, not at a module's top level): call it from a handler"
+        ))
+        .with_detail(Detail::Cause(super::error::keep(e)))
+    })
 }
 
 /// Eight bytes from `crypto.getRandomValues`.
-pub(crate) fn random_seed() -> u64 {
+pub(crate) fn random_seed(what: &str) -> Result<u64, Error> {
     let mut buf = [0u8; 8];
-    get_random_values(&mut buf);
-    u64::from_le_bytes(buf)
+    fill_random(&mut buf, what)?;
+    Ok(u64::from_le_bytes(buf))
 }
 
 /// 32 bytes from `crypto.getRandomValues`: a key nobody can guess.
 #[cfg(feature = "gateway-host")]
-pub(crate) fn random_key() -> [u8; 32] {
+pub(crate) fn random_key(what: &str) -> Result<[u8; 32], Error> {
     let mut key = [0u8; 32];
-    get_random_values(&mut key);
-    key
+    fill_random(&mut key, what)?;
+    Ok(key)
 }
 
 pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {

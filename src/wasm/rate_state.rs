@@ -7,7 +7,7 @@ use js_sys::Function;
 use wasm_bindgen::prelude::*;
 
 use super::clock::JsClock;
-use super::js::{promise, rejected};
+use super::js::{promise, rejected, timers_allowed};
 use super::permit::permit_value;
 use super::port::JsPort;
 use super::rate_input::{
@@ -82,7 +82,8 @@ macro_rules! rate_state_methods {
             /// A permit due now, or a `PermitRefusal` saying when to ask
             /// again; never waits. With nothing cached it starts fetching
             /// more, so asking again then finds them. Throws
-            /// `INVALID_INPUT` for a malformed input, and a refill's
+            /// `INVALID_INPUT` for a malformed input or where the host
+            /// refuses timers (workerd's top level), and a refill's
             /// failure (e.g. `PROVIDER_EXHAUSTED`) once.
             #[wasm_bindgen(js_name = tryAcquire, unchecked_return_type = "Permit | PermitRefusal")]
             pub fn try_acquire(
@@ -90,6 +91,9 @@ macro_rules! rate_state_methods {
                 #[wasm_bindgen(unchecked_param_type = "TryAcquireInput")] input: JsValue,
             ) -> Result<JsValue, JsValue> {
                 let input = self.inputs.read(&input, false)?;
+                // With nothing cached it starts a refill, which retries
+                // and waits on timers.
+                timers_allowed("tryAcquire")?;
                 match self.inner.try_acquire(input.request(None))? {
                     Ok(permit) => Ok(permit_value(permit)),
                     Err(not_yet) => Ok(refusal(not_yet)),
@@ -200,13 +204,26 @@ impl JsLocalRateState {
         Ok(Self::keep(GatewayRateState::local(
             runtime(wait_until),
             options,
-            super::js::random_seed(),
+            local_seed(),
         )))
     }
 }
 
+/// The lease-id seed of a scheduler inside this isolate. Its ids never
+/// leave its own state, so they need to be distinct, not unpredictable:
+/// a count, not a random draw. That keeps the constructor free of
+/// `crypto.getRandomValues`, which workerd refuses at a module's top
+/// level, so a Worker can build its state there, during startup.
+#[cfg(feature = "local-rate-state")]
+fn local_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    MADE.fetch_add(1, Ordering::Relaxed)
+}
+
 /// A permit already due resolves at once, with no timer and no task; any
-/// other waits in the pacer. A signal that has aborted takes the waiting
+/// other waits in the pacer, on timers, so where the host refuses timers
+/// it is refused at once. A signal that has aborted takes the waiting
 /// path, which rejects it.
 fn acquire_promise(pacer: &GatewayRateState, mut input: AcquireInput) -> js_sys::Promise {
     if input.signal.as_ref().is_none_or(|s| !s.is_aborted()) {
@@ -217,6 +234,9 @@ fn acquire_promise(pacer: &GatewayRateState, mut input: AcquireInput) -> js_sys:
             Ok(None) => {}
             Err(e) => return rejected(e),
         }
+    }
+    if let Err(e) = timers_allowed("acquire") {
+        return rejected(e);
     }
     let pacer = pacer.clone();
     promise(async move {

@@ -25,6 +25,8 @@ use crate::time::{Clock, Millis};
 extern "C" {
     #[wasm_bindgen(js_name = setTimeout)]
     fn set_timeout(callback: &Closure<dyn FnMut()>, ms: f64) -> JsValue;
+    #[wasm_bindgen(catch, js_name = setTimeout)]
+    fn try_set_timeout(callback: &Closure<dyn FnMut()>, ms: f64) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(js_name = clearTimeout)]
     fn clear_timeout(id: &JsValue);
 }
@@ -80,6 +82,8 @@ impl Wakeup {
 }
 
 thread_local! {
+    /// Set once a timer could be set: the host allows them from then on.
+    static TIMERS_ALLOWED: Cell<bool> = const { Cell::new(false) };
     /// Wake-up times with sleeps on them, where timers are shared.
     static WAKEUPS: RefCell<HashMap<Millis, Weak<Wakeup>>> = RefCell::new(HashMap::new());
     static SHARES_TIMERS: bool = !in_workerd();
@@ -93,6 +97,25 @@ fn in_workerd() -> bool {
         .and_then(|n| Reflect::get(&n, &JsValue::from_str("userAgent")).ok())
         .and_then(|agent| agent.as_string())
         .is_some_and(|agent| agent == "Cloudflare-Workers")
+}
+
+/// What the host threw when asked for a timer, if it refuses them here:
+/// workerd does at a module's top level, before any request. A wait that
+/// starts there would never end, so its caller is refused at once instead.
+/// Once a timer was allowed the answer is known, and no more are tried.
+pub(crate) fn timers_refused() -> Option<JsValue> {
+    if TIMERS_ALLOWED.with(Cell::get) {
+        return None;
+    }
+    let noop = Closure::<dyn FnMut()>::new(|| {});
+    match try_set_timeout(&noop, 0.0) {
+        Ok(id) => {
+            clear_timeout(&id);
+            TIMERS_ALLOWED.with(|a| a.set(true));
+            None
+        }
+        Err(thrown) => Some(thrown),
+    }
 }
 
 /// A sleep of `ms` as a future. Dropping it takes it off its timer, and a

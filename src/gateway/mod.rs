@@ -13,6 +13,7 @@ mod bucket;
 mod concurrency;
 mod config;
 mod curve;
+mod grant;
 mod http;
 mod idle;
 mod leases;
@@ -50,8 +51,9 @@ use crate::protocol::{
     ObserveRequest, ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
     ReleaseResponse,
 };
-use bucket::{Bucket, Grant};
+use bucket::Bucket;
 use config::check_now;
+use grant::Grant;
 use idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US as RUN_IDLE};
 use leases::LeaseIds;
 use ledger::Ledger;

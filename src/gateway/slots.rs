@@ -28,7 +28,8 @@
 
 use std::collections::HashMap;
 
-use super::bucket::{Bucket, Grant, CONCURRENCY_RETRY_MS};
+use super::bucket::{Bucket, CONCURRENCY_RETRY_MS};
+use super::grant::Grant;
 use super::leases::{format_lease_id, parse_lease_id, LeaseId, LeaseIds, MAX_LIVE_LEASES};
 use super::timeline::{ceil_ms, interval_for_rps, Micros};
 use crate::protocol::LEASE_CHAIN_MS;

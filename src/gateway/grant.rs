@@ -1,0 +1,162 @@
+//! A grant: the permits one acquire is given on the bucket's timelines,
+//! each with its lease when the rules bound concurrency, and when the
+//! client should come back; and the wire answer it becomes.
+
+use super::bucket::Bucket;
+use super::leases::{format_lease_id, LeaseIds};
+use super::timeline::{ceil_ms, interval_for_rps, micros, Micros};
+use crate::protocol::AcquireResponse;
+
+/// What an acquire produced, before it becomes a wire response.
+pub(crate) struct Grant {
+    pub times: Vec<u64>,
+    pub lease_ids: Option<Vec<String>>,
+    pub wait_ms: u64,
+    /// With a refusal for want of a slot, to a client that takes tickets.
+    pub turn_ticket: Option<u64>,
+}
+
+impl Bucket {
+    /// Places up to `requested` permits no earlier than `earliest` and no
+    /// later than `horizon`, one lease each when the rules bound
+    /// concurrency. Returned times go first; the timelines extend only for
+    /// the rest. `ticket` is the client's turn ticket for the slots: `0`
+    /// when it takes tickets and holds none, `None` for a client that
+    /// takes none.
+    #[allow(clippy::too_many_arguments)]
+    pub fn grant(
+        &mut self,
+        requested: u64,
+        book_next_turn: bool,
+        ticket: Option<u64>,
+        now: Micros,
+        earliest: Micros,
+        horizon: Micros,
+        lease_ttl: Micros,
+        ids: &mut LeaseIds,
+    ) -> Grant {
+        let max_concurrency = self.max_concurrency();
+        self.tickets.expire(now);
+        let shown = ticket.filter(|&t| t > 0 && self.tickets.redeem(t));
+        // Slots freed for clients booked earlier are theirs.
+        let held = self.tickets.held_before(shown);
+        let free_slots = max_concurrency.map_or(u64::MAX, |max| {
+            max.saturating_sub(self.leases.live(now) as u64)
+                .saturating_sub(held)
+        });
+        let wanted = requested.min(free_slots);
+        let rate = self.effective_rps().unwrap_or(f64::INFINITY);
+        self.quota.expire(now);
+        let adaptive_interval = if rate.is_finite() {
+            interval_for_rps(rate)
+        } else {
+            0
+        };
+        let mut times = Vec::with_capacity(wanted.min(1_024) as usize);
+        let mut lease_ids = max_concurrency.map(|_| Vec::with_capacity(times.capacity()));
+        let returned_from = ceil_ms(earliest.max(self.cooldown_until));
+        // Streamed slots: each permit also waits for its slot's stream, and
+        // a returned time (spaced for no slot) is not reused.
+        let stream = self.stream_spacing();
+        while (times.len() as u64) < wanted {
+            let slot_ready = stream.map(|_| {
+                self.leases
+                    .streams
+                    .take_slot(now, free_slots - times.len() as u64)
+            });
+            let returned = match stream {
+                None => self.returns.take(returned_from, horizon / 1_000),
+                Some(_) => None,
+            };
+            let at_ms = match returned {
+                Some(at_ms) => at_ms,
+                None => {
+                    let at = self.next_free(earliest.max(slot_ready.unwrap_or(0)));
+                    if at > horizon {
+                        if let Some(ready) = slot_ready {
+                            self.leases.streams.untake(ready);
+                        }
+                        break;
+                    }
+                    self.place(at, now, adaptive_interval);
+                    ceil_ms(at)
+                }
+            };
+            times.push(at_ms);
+            if let Some(ids_out) = &mut lease_ids {
+                let id = ids.next_id();
+                self.leases
+                    .insert(id, micros(at_ms).saturating_add(lease_ttl));
+                if let Some(spacing) = stream {
+                    self.leases
+                        .streams
+                        .spaced(id, micros(at_ms).saturating_add(spacing));
+                }
+                ids_out.push(format_lease_id(id));
+            }
+        }
+        if let (Some(last), false) = (self.last_at, times.is_empty()) {
+            self.recent.record(last, times.len() as u64);
+        }
+        // A caller whose callers drained its last block is booked its next
+        // turn with this grant, so it comes back to a full block instead of
+        // being refused first. A caller that got what it asked for and said
+        // nothing of more books nothing: its demand is met, and a turn
+        // booked for a caller that never comes back would hold back every
+        // caller booked after it.
+        let mut turn_ticket = None;
+        let wait_ms = if wanted == 0 {
+            match (ticket, max_concurrency) {
+                // A client with a ticket is booked one slot at a time, in
+                // line (keeping its place if it came back too early): slots
+                // free one by one, and each goes to the next ticket.
+                (Some(_), Some(_)) => {
+                    let place = held + 1;
+                    let wait_ms = self.ticket_turn_ms(place, now, lease_ttl);
+                    let turn = now.saturating_add(micros(wait_ms));
+                    turn_ticket = Some(self.tickets.book(shown, turn, 1));
+                    wait_ms
+                }
+                _ => self.book_slot_turn(requested, now, lease_ttl),
+            }
+        } else if let (Some(_), Some(_), true) = (ticket, max_concurrency, wanted < requested) {
+            // Granted fewer than it wants for want of slots: its next slot
+            // is booked with this grant, so it need not be refused first.
+            let place = self.tickets.held_before(None) + 1;
+            let wait_ms = self.ticket_turn_ms(place, now, lease_ttl);
+            let turn = now.saturating_add(micros(wait_ms));
+            turn_ticket = Some(self.tickets.book(None, turn, 1));
+            wait_ms
+        } else if book_next_turn || self.contended(&times, wanted, earliest) {
+            let interval = self.turn_interval(adaptive_interval);
+            self.book_turn(wanted, now, horizon, interval)
+                .max(u64::from(times.is_empty()))
+        } else {
+            0
+        };
+        Grant {
+            times,
+            lease_ids,
+            wait_ms,
+            turn_ticket,
+        }
+    }
+
+    pub fn response(&self, grant: Grant, now: Micros, tolerance_ms: u64) -> AcquireResponse {
+        AcquireResponse {
+            granted: grant.times.len() as u64,
+            wait_ms: grant.wait_ms,
+            scheduled_at_ms: Some(grant.times),
+            lease_ids: grant.lease_ids,
+            effective_requests_per_second: self.effective_rps(),
+            cooldown_until_ms: self.cooldown_until_ms(now),
+            server_now_ms: Some(ceil_ms(now)),
+            dispatch_tolerance_ms: Some(tolerance_ms),
+            kept_lease_ids: None,
+            lease_spacing_ms: None,
+            lease_ttl_ms: None,
+            slot_waiters: false,
+            turn_ticket: grant.turn_ticket,
+        }
+    }
+}

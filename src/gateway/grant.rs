@@ -105,28 +105,23 @@ impl Bucket {
         // booked for a caller that never comes back would hold back every
         // caller booked after it.
         let mut turn_ticket = None;
-        let wait_ms = if wanted == 0 {
-            match (ticket, max_concurrency) {
-                // A client with a ticket is booked one slot at a time, in
-                // line (keeping its place if it came back too early): slots
-                // free one by one, and each goes to the next ticket.
-                (Some(_), Some(_)) => {
-                    let place = held + 1;
-                    let wait_ms = self.ticket_turn_ms(place, now, lease_ttl);
-                    let turn = now.saturating_add(micros(wait_ms));
-                    turn_ticket = Some(self.tickets.book(shown, turn, 1));
-                    wait_ms
-                }
-                _ => self.book_slot_turn(requested, now, lease_ttl),
-            }
-        } else if let (Some(_), Some(_), true) = (ticket, max_concurrency, wanted < requested) {
-            // Granted fewer than it wants for want of slots: its next slot
-            // is booked with this grant, so it need not be refused first.
-            let place = self.tickets.held_before(None) + 1;
+        let takes_tickets = ticket.is_some() && max_concurrency.is_some();
+        let wait_ms = if takes_tickets && wanted < requested {
+            // Refused for want of a slot, or granted fewer than it wants: it
+            // is booked its next slot with this answer, one at a time (slots
+            // free one by one, and each goes to the next ticket). A client
+            // refused keeps its place if it came back too early; one served
+            // joins the end of the line.
+            let (redeemed, place) = match wanted {
+                0 => (shown, held + 1),
+                _ => (None, self.tickets.held_before(None) + 1),
+            };
             let wait_ms = self.ticket_turn_ms(place, now, lease_ttl);
             let turn = now.saturating_add(micros(wait_ms));
-            turn_ticket = Some(self.tickets.book(None, turn, 1));
+            turn_ticket = Some(self.tickets.book(redeemed, turn, 1));
             wait_ms
+        } else if wanted == 0 {
+            self.book_slot_turn(requested, now, lease_ttl)
         } else if book_next_turn || self.contended(&times, wanted, earliest) {
             let interval = self.turn_interval(adaptive_interval);
             self.book_turn(wanted, now, horizon, interval)

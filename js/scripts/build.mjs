@@ -71,6 +71,40 @@ function addNodeGateway(outDir) {
   );
 }
 
+// The Node and workerd entries of the module whose glue is `${name}.js`
+// and whose .wasm is `wasm`: each instantiates it synchronously, then
+// re-exports `reexports`, with a `.d.ts` beside it re-exporting the same
+// paths (TypeScript resolves each "./x.js" to its "./x.d.ts"). Returns the
+// entries' file names by kind.
+function writeSyncEntries(outDir, { name, wasm, reexports, workerd }) {
+  const heads = {
+    node: [
+      "// Node entry: reads the .wasm that ships beside this file and instantiates",
+      "// it synchronously, so an import needs no setup.",
+      'import { readFileSync } from "node:fs";',
+      `import { initSync } from "./${name}.js";`,
+      `initSync({ module: readFileSync(new URL("./${wasm}", import.meta.url)) });`,
+    ],
+  };
+  if (workerd) {
+    heads.workerd = [
+      "// Workers entry: workerd compiles the .wasm at deploy time and hands it",
+      "// over as a WebAssembly.Module, so instantiation is synchronous.",
+      `import wasm from "./${wasm}";`,
+      `import { initSync } from "./${name}.js";`,
+      "initSync({ module: wasm });",
+    ];
+  }
+  const entries = {};
+  for (const [kind, head] of Object.entries(heads)) {
+    const file = `${name}_${kind}.js`;
+    writeFileSync(join(outDir, file), [...head, ...reexports, ""].join("\n"));
+    writeFileSync(join(outDir, file.replace(/\.js$/, ".d.ts")), `${reexports.join("\n")}\n`);
+    entries[kind] = file;
+  }
+  return entries;
+}
+
 function addEntries(outDir, glue, workerd, client) {
   const reexports = [`export * from "./${OUT_NAME}.js";`, ...glue.map((g) => `export * from "${g}";`)];
   // TypeScript resolves each "./x.js" to its "./x.d.ts", so the type
@@ -80,38 +114,12 @@ function addEntries(outDir, glue, workerd, client) {
   writeFileSync(join(outDir, "index.d.ts"), `${typeReexports.join("\n")}\n`);
   const files = ["index.js", "index.d.ts", "glue/", "README.md"];
   const exportsMap = { types: "./index.d.ts", default: "./index.js" };
-  const nodeEntry = `${OUT_NAME}_node.js`;
-  writeFileSync(
-    join(outDir, nodeEntry),
-    [
-      "// Node entry: reads the .wasm that ships beside this file and instantiates",
-      '// it synchronously, so `import ... from "paceline"` needs no setup.',
-      'import { readFileSync } from "node:fs";',
-      `import { initSync } from "./${OUT_NAME}.js";`,
-      `initSync({ module: readFileSync(new URL("./${OUT_NAME}_bg.wasm", import.meta.url)) });`,
-      ...reexports,
-      "",
-    ].join("\n"),
-  );
-  writeFileSync(join(outDir, `${OUT_NAME}_node.d.ts`), `${typeReexports.join("\n")}\n`);
+  const entries = writeSyncEntries(outDir, { name: OUT_NAME, wasm: `${OUT_NAME}_bg.wasm`, reexports, workerd });
+  const nodeEntry = entries.node;
   files.push(nodeEntry, `${OUT_NAME}_node.d.ts`, NODE_GATEWAY, NODE_GATEWAY.replace(/\.mjs$/, ".d.mts"));
-  if (workerd) {
-    const entry = `${OUT_NAME}_workerd.js`;
-    writeFileSync(
-      join(outDir, entry),
-      [
-        "// Workers entry: workerd compiles the .wasm at deploy time and hands it",
-        "// over as a WebAssembly.Module, so instantiation is synchronous.",
-        `import wasm from "./${OUT_NAME}_bg.wasm";`,
-        `import { initSync } from "./${OUT_NAME}.js";`,
-        "initSync({ module: wasm });",
-        ...reexports,
-        "",
-      ].join("\n"),
-    );
-    writeFileSync(join(outDir, `${OUT_NAME}_workerd.d.ts`), `${typeReexports.join("\n")}\n`);
-    files.push(entry, `${OUT_NAME}_workerd.d.ts`);
-    exportsMap.workerd = `./${entry}`;
+  if (entries.workerd) {
+    files.push(entries.workerd, `${OUT_NAME}_workerd.d.ts`);
+    exportsMap.workerd = `./${entries.workerd}`;
   }
   const pkgPath = join(outDir, "package.json");
   const pkg = JSON.parse(readFileSync(pkgPath, "utf8"));
@@ -207,32 +215,7 @@ function addClientModule(outDir, spec) {
   const entry = spec.entry;
   writeFileSync(join(outDir, `${entry}.js`), typings);
   writeFileSync(join(outDir, `${entry}.d.ts`), typings);
-  const nodeEntry = `${name}_node.js`;
-  writeFileSync(
-    join(outDir, nodeEntry),
-    [
-      "// Node entry of the client module (see the package's Node entry).",
-      'import { readFileSync } from "node:fs";',
-      `import { initSync } from "./${name}.js";`,
-      `initSync({ module: readFileSync(new URL("./${wasm}", import.meta.url)) });`,
-      ...reexports,
-      "",
-    ].join("\n"),
-  );
-  const workerdEntry = `${name}_workerd.js`;
-  writeFileSync(
-    join(outDir, workerdEntry),
-    [
-      "// Workers entry of the client module: workerd hands the compiled .wasm",
-      "// over as a WebAssembly.Module, so instantiation is synchronous.",
-      `import wasm from "./${wasm}";`,
-      `import { initSync } from "./${name}.js";`,
-      "initSync({ module: wasm });",
-      ...reexports,
-      "",
-    ].join("\n"),
-  );
-  for (const e of [nodeEntry, workerdEntry]) writeFileSync(join(outDir, e.replace(/\.js$/, ".d.ts")), typings);
+  const { node: nodeEntry, workerd: workerdEntry } = writeSyncEntries(outDir, { name, wasm, reexports, workerd: true });
   const files = [
     `${entry}.js`,
     `${entry}.d.ts`,

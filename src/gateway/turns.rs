@@ -74,17 +74,15 @@ impl Bucket {
             .leases
             .iter()
             .map(|&(expires_at, _)| expires_at.saturating_sub(lease_ttl).saturating_add(hold));
-        let index = place.saturating_sub(1) as usize;
-        let free_at = match frees.nth(index) {
-            Some(at) => at,
-            // More tickets than leases: the rest wait a spacing each after
-            // the last.
-            None => {
-                let live = self.leases.iter().count() as u64;
-                let last = self.leases.iter().last().map_or(now, |&(e, _)| {
-                    e.saturating_sub(lease_ttl).saturating_add(hold)
-                });
-                last.saturating_add(spacing.saturating_mul(place.saturating_sub(live)))
+        let index = place.saturating_sub(1);
+        let (mut ahead, mut last) = (0, now);
+        let free_at = loop {
+            match frees.next() {
+                Some(at) if ahead == index => break at,
+                Some(at) => (ahead, last) = (ahead + 1, at),
+                // More tickets than leases: the rest wait a spacing each
+                // after the last.
+                None => break last.saturating_add(spacing.saturating_mul(place - ahead)),
             }
         };
         ceil_ms(free_at.saturating_sub(now))

@@ -22,20 +22,23 @@ impl Bucket {
     /// concurrency. Returned times go first; the timelines extend only for
     /// the rest. `ticket` is the client's turn ticket for the slots: `0`
     /// when it takes tickets and holds none, `None` for a client that
-    /// takes none.
+    /// takes none. Unless `leased`, the permits come without leases, as for
+    /// a bucket with no concurrency bound: for a client that holds paced
+    /// slots, whose calls each take one of them and one of its slots.
     #[allow(clippy::too_many_arguments)]
     pub fn grant(
         &mut self,
         requested: u64,
         book_next_turn: bool,
         ticket: Option<u64>,
+        leased: bool,
         now: Micros,
         earliest: Micros,
         horizon: Micros,
         lease_ttl: Micros,
         ids: &mut LeaseIds,
     ) -> Grant {
-        let max_concurrency = self.max_concurrency();
+        let max_concurrency = self.max_concurrency().filter(|_| leased);
         self.tickets.expire(now);
         let shown = ticket.filter(|&t| t > 0 && self.tickets.redeem(t));
         // Slots freed for clients booked earlier are theirs.
@@ -57,7 +60,7 @@ impl Bucket {
         let returned_from = ceil_ms(earliest.max(self.cooldown_until));
         // Streamed slots: each permit also waits for its slot's stream, and
         // a returned time (spaced for no slot) is not reused.
-        let stream = self.stream_spacing();
+        let stream = self.stream_spacing().filter(|_| leased);
         while (times.len() as u64) < wanted {
             let slot_ready = stream.map(|_| {
                 self.leases

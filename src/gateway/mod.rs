@@ -195,22 +195,52 @@ impl GatewayCore {
             .reported_successes
             .saturating_add(req.observed_successes);
         let earliest = now + micros(lead);
-        let spacing = bucket.stream_spacing();
+        let kind = req
+            .slots_wanted
+            .and_then(|_| bucket.slot_kind(req.paced_slots, now));
         let mut kept = None;
-        let grant = match (spacing, req.slots_wanted) {
-            (Some(_), Some(wanted)) => {
+        let grant = match (kind, req.slots_wanted) {
+            (Some(paced), Some(wanted)) => {
                 let slots = bucket.hand_slots(
                     &req.held_lease_ids,
                     wanted,
                     !req.released_lease_ids.is_empty(),
+                    paced,
                     now,
                     earliest,
                     horizon,
                     lease_ttl,
                     &mut self.ids,
                 );
-                let grant = if slots.kept.is_empty() && slots.new.is_empty() {
-                    bucket.refuse_for_slots(now, slots.first_waiter)
+                let mut held = slots.kept;
+                if paced {
+                    held.extend(slots.new.iter().map(|(id, _)| id.clone()));
+                }
+                let grant = if held.is_empty() && slots.new.is_empty() {
+                    // A paced slot frees when its holder's call ends, or
+                    // when it idles with others waiting: soon, and no turn
+                    // at a chain's end.
+                    bucket.refuse_for_slots(now, slots.first_waiter || paced)
+                } else if paced {
+                    // Its calls take the timeline's permits: granted as for
+                    // a bucket with no concurrency bound, the slots it holds
+                    // being what bounds its calls in flight.
+                    let short = (slots.new.len() as u64) < wanted;
+                    let mut grant = bucket.grant(
+                        req.requested,
+                        req.book_next_turn,
+                        None,
+                        false,
+                        now,
+                        earliest,
+                        horizon,
+                        lease_ttl,
+                        &mut self.ids,
+                    );
+                    if short {
+                        grant.wait_ms = grant.wait_ms.max(KEEPER_RETRY_MS);
+                    }
+                    grant
                 } else {
                     // A client that keeps slots and got fewer new ones than
                     // it asked for serves its callers with its own for a
@@ -224,13 +254,14 @@ impl GatewayCore {
                         turn_ticket: None,
                     }
                 };
-                kept = Some(slots.kept);
+                kept = Some((held, paced));
                 grant
             }
             _ => bucket.grant(
                 req.requested,
                 req.book_next_turn,
                 req.turn_ticket,
+                true,
                 now,
                 earliest,
                 horizon,
@@ -242,9 +273,12 @@ impl GatewayCore {
         if bucket.max_concurrency().is_some() {
             response.slot_waiters = bucket.leases.streams.contended(now);
         }
-        if let Some(kept) = kept {
-            response.kept_lease_ids = Some(kept);
-            response.lease_spacing_ms = spacing.map(ceil_ms);
+        if let Some((held, paced)) = kept {
+            response.kept_lease_ids = Some(held);
+            response.lease_spacing_ms = match paced {
+                true => Some(0),
+                false => bucket.stream_spacing().map(ceil_ms),
+            };
             response.lease_ttl_ms = Some(self.config.lease_ttl_ms);
         }
         self.touched(&req.bucket_id, now);

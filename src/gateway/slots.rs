@@ -15,6 +15,15 @@
 //! last call started, so its slot is ready when the release arrives; one
 //! that lapses is ready at its expiry.
 //!
+//! Paced slots are the other way to keep leases, for clients whose calls
+//! are short: a stream would leave each slot idle between its spaced calls
+//! while the rate allows more. A paced lease is a bare semaphore slot, and
+//! every call on it also takes a permit from the bucket's timeline, which
+//! the same answers grant in blocks. A bucket's kept leases are all of one
+//! kind: streamed calls are not on the timeline, so the two kinds mixed
+//! would count a window twice over. The kind changes only when no kept lease
+//! is live and none of the old kind's calls can still be in a window.
+//!
 //! While the adaptive rate is cut (or paused, or capped by what the
 //! provider said), slots are not streamed: each permit comes with a lease
 //! of its own again, paced by the timeline, until the rate is back.
@@ -64,12 +73,28 @@ pub(crate) struct SlotStreams {
     /// How long after its chain's end a kept lease usually comes back (a
     /// moving average): its last call ends, then the release travels.
     pub return_delay_us: Option<Micros>,
+    /// The bucket's kept leases are paced (a semaphore beside the
+    /// timeline's permits), not streamed.
+    pub paced: bool,
+    /// When the last kept lease that may have started a call off the
+    /// timeline ended: such calls may still be in a window until a window
+    /// after.
+    pub kept_ended_at: Micros,
+    /// The narrowest spacing streamed leases were granted at (`0` before
+    /// any): a lease ended sooner than twice that after its grant started
+    /// no call but its first, which was on the timeline. Not kept in a
+    /// snapshot: a restored gateway counts every ended lease.
+    pub spacing_floor_us: Micros,
 }
 
 impl SlotStreams {
     /// The lease `id` ended at `at` (released, or lapsed at its expiry).
     pub fn freed(&mut self, id: LeaseId, at: Micros) {
         if let Some(start) = self.chains.remove(&id) {
+            let second_call = start.saturating_add(self.spacing_floor_us.saturating_mul(2));
+            if self.paced || self.spacing_floor_us == 0 || at >= second_call {
+                self.kept_ended_at = self.kept_ended_at.max(at);
+            }
             let end = start.saturating_add(MAX_CHAIN_US);
             if at > end && at < end.saturating_add(MAX_CHAIN_US) {
                 let delay = at - end;
@@ -142,9 +167,63 @@ impl Bucket {
         // A cut, paused or provider-capped rate moves with every answer,
         // and kept leases hear of it only when renewed: such a bucket
         // grants one lease per permit, as the timeline paces each.
-        if self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
+        if self.leases.streams.paced || self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
             return None;
         }
+        self.streamable_spacing()
+    }
+
+    /// The kind of kept leases the bucket hands a client that asks for
+    /// `paced` ones: `Some(true)` paced, `Some(false)` streamed, `None`
+    /// when it keeps none of that kind now (the client is then granted one
+    /// lease per permit). A bucket turns to the other kind only when no
+    /// kept lease is live and none of the old kind's calls can still be in
+    /// any window: streamed calls after a lease's first are not on the
+    /// timeline, and paced calls are on no slot's stream.
+    pub fn slot_kind(&mut self, paced: bool, now: Micros) -> Option<bool> {
+        self.max_concurrency()?;
+        let streams = &self.leases.streams;
+        if streams.paced != paced {
+            let window = self.longest_window_us();
+            let calls_until = match streams.paced {
+                // Streamed calls ran until their leases went back.
+                false => streams.kept_ended_at,
+                // Paced calls ran on the timeline's permits.
+                true => self.last_at.unwrap_or(0).max(streams.kept_ended_at),
+            };
+            if !streams.chains.is_empty() || calls_until.saturating_add(window) > now {
+                return None;
+            }
+            self.leases.streams.paced = paced;
+        }
+        match paced {
+            true => Some(true),
+            false => self.stream_spacing().map(|_| false),
+        }
+    }
+
+    /// The longest rule window with its guard.
+    fn longest_window_us(&self) -> Micros {
+        self.timelines
+            .iter()
+            .map(|t| t.interval_us.saturating_mul(t.requests_per_window))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The spacing of each slot's stream, were the slots streamed.
+    fn streamable_spacing(&self) -> Option<Micros> {
+        let mut spacing = self.base_spacing()?;
+        if let Some(rps) = self.effective_rps() {
+            let max = self.max_concurrency()?.max(1);
+            spacing = spacing.max(interval_for_rps(rps).saturating_mul(max));
+        }
+        (spacing > 0).then_some(spacing)
+    }
+
+    /// The streams' spacing the rules alone set (an adaptive rate only
+    /// widens it).
+    fn base_spacing(&self) -> Option<Micros> {
         let max = self.max_concurrency()?.max(1);
         let mut spacing: Micros = 0;
         for t in &self.timelines {
@@ -156,20 +235,19 @@ impl Bucket {
             let window = t.interval_us.saturating_mul(t.requests_per_window);
             spacing = spacing.max(window.div_ceil(per_slot));
         }
-        if let Some(rps) = self.effective_rps() {
-            spacing = spacing.max(interval_for_rps(rps).saturating_mul(max));
-        }
         (spacing > 0).then_some(spacing)
     }
 
     /// Renews the leases a client keeps (those it may keep) and grants it
-    /// up to `wanted` more from the free slots.
+    /// up to `wanted` more from the free slots. A paced lease starts no
+    /// stream: its calls wait for the timeline's permits instead.
     #[allow(clippy::too_many_arguments)]
     pub fn hand_slots(
         &mut self,
         held: &[String],
         wanted: u64,
         giving_back: bool,
+        paced: bool,
         now: Micros,
         earliest: Micros,
         horizon: Micros,
@@ -213,6 +291,20 @@ impl Bucket {
         let adaptive_interval = self.adaptive_interval();
         let mut new = Vec::with_capacity(granted as usize);
         for taken in 0..granted {
+            if paced {
+                let id = ids.next_id();
+                self.leases.insert(id, now.saturating_add(lease_ttl));
+                self.leases.streams.chains.insert(id, now);
+                new.push((format_lease_id(id), ceil_ms(now)));
+                continue;
+            }
+            if let Some(spacing) = self.base_spacing() {
+                let floor = &mut self.leases.streams.spacing_floor_us;
+                *floor = match *floor {
+                    0 => spacing,
+                    known => known.min(spacing),
+                };
+            }
             let ready = self.leases.streams.take_slot(now, free - taken);
             let at = self.next_free(ready.max(earliest));
             if at > horizon {
@@ -334,15 +426,15 @@ mod tests {
     #[test]
     fn new_leases_come_only_from_free_slots_and_a_client_left_with_none_waits() {
         let (mut ids, mut b) = (ids(), bucket(20, 3));
-        let first = b.hand_slots(&[], 2, false, 0, 0, HORIZON, TTL, &mut ids);
+        let first = b.hand_slots(&[], 2, false, false, 0, 0, HORIZON, TTL, &mut ids);
         assert_eq!(first.new.len(), 2);
-        let second = b.hand_slots(&[], 2, false, 0, 0, HORIZON, TTL, &mut ids);
+        let second = b.hand_slots(&[], 2, false, false, 0, 0, HORIZON, TTL, &mut ids);
         assert_eq!(second.new.len(), 1, "one slot was left");
         assert!(
             !b.leases.streams.contended(0),
             "a client with a slot is served by it"
         );
-        let third = b.hand_slots(&[], 1, false, 0, 0, HORIZON, TTL, &mut ids);
+        let third = b.hand_slots(&[], 1, false, false, 0, 0, HORIZON, TTL, &mut ids);
         assert!(third.new.is_empty());
         assert!(b.leases.streams.contended(0), "a client with none waits");
         assert!(!b.leases.streams.contended(WAITERS_MEMORY_US));
@@ -353,15 +445,25 @@ mod tests {
         // One slot takes the whole rule: its calls are a twentieth of a
         // second apart.
         let (mut ids, mut b) = (ids(), bucket(20, 1));
-        let legacy = b.grant(1, false, None, 0, 0, 1_000_000, TTL, &mut ids);
+        let legacy = b.grant(1, false, None, true, 0, 0, 1_000_000, TTL, &mut ids);
         assert_eq!(legacy.times, [0]);
         let lease = legacy.lease_ids.unwrap();
         b.leases.release(&lease, 10_000, TTL);
-        let kept = b.hand_slots(&[], 1, false, 20_000, 20_000, HORIZON, TTL, &mut ids);
+        let kept = b.hand_slots(&[], 1, false, false, 20_000, 20_000, HORIZON, TTL, &mut ids);
         assert_eq!(kept.new[0].1, 50, "spaced from the slot's call at 0 ms");
         let pooled = vec![kept.new[0].0.clone()];
         b.leases.release(&pooled, 600_000, TTL);
-        let next = b.hand_slots(&[], 1, false, 600_000, 600_000, HORIZON, TTL, &mut ids);
+        let next = b.hand_slots(
+            &[],
+            1,
+            false,
+            false,
+            600_000,
+            600_000,
+            HORIZON,
+            TTL,
+            &mut ids,
+        );
         assert_eq!(
             next.new[0].1, 600,
             "a kept lease's slot is ready at its release"
@@ -373,7 +475,7 @@ mod tests {
         let (mut ids, mut b) = (ids(), bucket(20, 2));
         let ttl = 5_000_000;
         let held: Vec<String> = b
-            .hand_slots(&[], 2, false, 0, 0, HORIZON, ttl, &mut ids)
+            .hand_slots(&[], 2, false, false, 0, 0, HORIZON, ttl, &mut ids)
             .new
             .into_iter()
             .map(|(id, _)| id)
@@ -381,7 +483,7 @@ mod tests {
         let mut asked = held.clone();
         asked.push(format_lease_id(99));
         let again = b.hand_slots(
-            &asked, 0, false, 4_000_000, 4_000_000, HORIZON, ttl, &mut ids,
+            &asked, 0, false, false, 4_000_000, 4_000_000, HORIZON, ttl, &mut ids,
         );
         assert_eq!(again.kept, held);
         assert_eq!(b.leases.live(ttl + 1), 2, "renewed past the first TTL");
@@ -392,16 +494,26 @@ mod tests {
     fn while_others_wait_a_chain_is_renewed_only_up_to_its_limit() {
         let (mut ids, mut b) = (ids(), bucket(20, 1));
         let held = vec![b
-            .hand_slots(&[], 1, false, 0, 0, HORIZON, TTL, &mut ids)
+            .hand_slots(&[], 1, false, false, 0, 0, HORIZON, TTL, &mut ids)
             .new[0]
             .0
             .clone()];
         let late = MAX_CHAIN_US + 1;
-        let alone = b.hand_slots(&held, 0, false, late, late, HORIZON, TTL, &mut ids);
+        let alone = b.hand_slots(&held, 0, false, false, late, late, HORIZON, TTL, &mut ids);
         assert_eq!(alone.kept, held, "nobody waits: the chain goes on");
-        let refused = b.hand_slots(&[], 1, false, late, late, HORIZON, TTL, &mut ids);
+        let refused = b.hand_slots(&[], 1, false, false, late, late, HORIZON, TTL, &mut ids);
         assert!(refused.new.is_empty() && refused.kept.is_empty());
-        let contended = b.hand_slots(&held, 0, false, late + 1, late + 1, HORIZON, TTL, &mut ids);
+        let contended = b.hand_slots(
+            &held,
+            0,
+            false,
+            false,
+            late + 1,
+            late + 1,
+            HORIZON,
+            TTL,
+            &mut ids,
+        );
         assert!(contended.kept.is_empty(), "its chain is over: it goes back");
         assert_eq!(b.leases.live(late + 1), 1, "counted until it is released");
     }
@@ -410,12 +522,12 @@ mod tests {
     fn while_others_wait_slots_go_one_at_a_time_and_never_back_to_their_giver() {
         let (mut ids, mut b) = (ids(), bucket(20, 3));
         b.leases.streams.refused(0);
-        let giver = b.hand_slots(&[], 2, true, 1, 1, HORIZON, TTL, &mut ids);
+        let giver = b.hand_slots(&[], 2, true, false, 1, 1, HORIZON, TTL, &mut ids);
         assert!(giver.new.is_empty(), "what it gave back is for the others");
-        let first = b.hand_slots(&[], 2, false, 1, 1, HORIZON, TTL, &mut ids);
+        let first = b.hand_slots(&[], 2, false, false, 1, 1, HORIZON, TTL, &mut ids);
         assert_eq!(first.new.len(), 1, "one at a time");
         let held = vec![first.new[0].0.clone()];
-        let again = b.hand_slots(&held, 2, false, 2, 2, HORIZON, TTL, &mut ids);
+        let again = b.hand_slots(&held, 2, false, false, 2, 2, HORIZON, TTL, &mut ids);
         assert_eq!((again.kept.len(), again.new.len()), (1, 1));
     }
 
@@ -426,7 +538,7 @@ mod tests {
     fn ids_that_are_no_live_lease_start_no_chain_bug_made_up_ids_grew_the_table() {
         let (mut ids, mut b) = (ids(), bucket(20, 2));
         let made_up: Vec<String> = (0..50).map(|_| format_lease_id(ids.next_id())).collect();
-        let answer = b.hand_slots(&made_up, 0, false, 0, 0, HORIZON, TTL, &mut ids);
+        let answer = b.hand_slots(&made_up, 0, false, false, 0, 0, HORIZON, TTL, &mut ids);
         assert!(answer.kept.is_empty());
         assert!(
             b.leases.streams.chains.is_empty(),

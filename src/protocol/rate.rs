@@ -69,6 +69,14 @@ pub struct AcquireRequest {
     /// come with no ticket; an older gateway ignores it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_ticket: Option<u64>,
+    /// With `slotsWanted`: the client's calls are short, so it asks for
+    /// slots it keeps as a semaphore, each call also taking a permit of this
+    /// grant's (`requested`) from the timeline, rather than slots streamed
+    /// at a spacing. The answer says which it got: `leaseSpacingMs: 0` for
+    /// paced slots. An older gateway ignores it and streams, or grants one
+    /// lease per time.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paced_slots: bool,
 }
 
 impl Decode for AcquireRequest {
@@ -97,6 +105,7 @@ impl Decode for AcquireRequest {
                 None => Vec::new(),
             },
             turn_ticket: f.opt_integer("turnTicket", 0, limits::MAX_TURN_TICKET)?,
+            paced_slots: f.opt_bool("pacedSlots")?.unwrap_or(false),
         })
     }
 }
@@ -144,6 +153,11 @@ pub struct AcquireResponse {
     /// `scheduledAtMs`; a lease goes back no sooner than this long after
     /// its last call started. Spacing every slot so keeps each rule's
     /// windows within their limits, whoever holds the slots.
+    ///
+    /// `0` (to a client that sent `pacedSlots`): the slots are paced, not
+    /// streamed. `keptLeaseIds` then lists every lease the client holds,
+    /// renewed or new, and `scheduledAtMs` are permits without leases; each
+    /// call takes one of them and a kept lease.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_spacing_ms: Option<u64>,
     /// How long a lease lives from its grant or renewal unless released.
@@ -207,7 +221,7 @@ impl Decode for AcquireResponse {
                 limits::MAX_DISPATCH_TOLERANCE_MS,
             )?,
             kept_lease_ids,
-            lease_spacing_ms: f.opt_integer("leaseSpacingMs", 1, limits::MAX_WINDOW_MS)?,
+            lease_spacing_ms: f.opt_integer("leaseSpacingMs", 0, limits::MAX_WINDOW_MS)?,
             lease_ttl_ms: f.opt_millis("leaseTtlMs")?,
             slot_waiters: f.opt_bool("slotWaiters")?.unwrap_or(false),
             turn_ticket: f.opt_integer("turnTicket", 1, limits::MAX_TURN_TICKET)?,

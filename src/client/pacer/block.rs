@@ -175,7 +175,9 @@ pub(super) fn validate_grant(
 ) -> Result<VecDeque<Slot>> {
     let granted = response.granted as usize;
     let leases = response.lease_ids.clone().unwrap_or_default();
-    let concurrency = has_concurrency(rules);
+    // Paced slots' permits come without leases: the client's kept leases
+    // are its slots.
+    let concurrency = has_concurrency(rules) && response.lease_spacing_ms != Some(0);
     let bad = |message: String| Err(Error::new(ErrorCode::GatewayUnavailable, message));
     if concurrency && leases.len() != granted {
         return bad(format!(
@@ -185,7 +187,7 @@ pub(super) fn validate_grant(
     }
     if !concurrency && !leases.is_empty() {
         return bad(format!(
-            "the gateway returned {} lease ids for pure-rate bucket {bucket_id}",
+            "the gateway returned {} lease ids with permits of {bucket_id} that take none",
             leases.len()
         ));
     }

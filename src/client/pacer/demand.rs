@@ -35,8 +35,8 @@ impl DrawRate {
 /// How many permits one refill asks for: what the isolate will use within
 /// the horizon. That is at least every caller waiting now, and the recent
 /// draw rate's worth of the horizon (a rate measured while the isolate had
-/// permits to draw); a lone caller asks for one. Concurrency permits hold
-/// scarce slots, so only the waiting callers' worth.
+/// permits to draw); a lone caller asks for one. Permits that each hold a
+/// lease hold scarce slots, so only the waiting callers' worth.
 pub(super) struct Demand {
     pub waiters: u64,
     pub draw_rate_per_s: f64,
@@ -44,6 +44,9 @@ pub(super) struct Demand {
     /// loop of callers that will use every permit the horizon holds (an
     /// over-sized block costs nothing: what goes unused goes back).
     pub draining: bool,
+    /// Each permit comes with a lease of its own (rules that bound
+    /// concurrency, with no paced slots).
+    pub leased: bool,
 }
 
 pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Millis) -> u64 {
@@ -56,7 +59,9 @@ pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Mill
     let horizon_budget =
         ((configured * horizon_ms as f64 / 1_000.0) as u64 + 1).clamp(1, limits::MAX_REQUESTED);
     if let Some(max) = rules.iter().filter_map(|r| r.max_concurrency).min() {
-        return demand.waiters.max(1).min(max).min(horizon_budget);
+        if demand.leased {
+            return demand.waiters.max(1).min(max).min(horizon_budget);
+        }
     }
     let recent = if demand.draining {
         horizon_budget
@@ -90,6 +95,7 @@ mod tests {
             waiters,
             draw_rate_per_s: rate,
             draining: false,
+            leased: true,
         };
         super::block_size(rules, &demand, horizon_ms)
     }
@@ -122,6 +128,7 @@ mod tests {
             waiters: 8,
             draw_rate_per_s: 0.0,
             draining: true,
+            leased: true,
         };
         assert_eq!(super::block_size(&rate(20), &demand, 1_000), 21);
         assert_eq!(super::block_size(&rate(20), &demand, 2_000), 41);

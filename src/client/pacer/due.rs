@@ -2,6 +2,8 @@
 //! needs no timer and no task, so a caller that only wants one now (or
 //! wants to know when to ask again) gets its answer synchronously.
 
+use super::pool::InCall;
+use super::refill::Target;
 use super::{GatewayRateState, PermitRequest};
 use crate::client::permit::Permit;
 use crate::error::Result;
@@ -18,8 +20,7 @@ pub struct NotYet {
 impl GatewayRateState {
     /// A permit that is due now, if one is cached for the request: never
     /// waits and starts nothing. `None` sends the caller to
-    /// [`GatewayRateState::acquire`]. A bucket whose leases are kept hands
-    /// them out there only.
+    /// [`GatewayRateState::acquire`].
     pub fn take_due(&self, req: PermitRequest<'_>) -> Result<Option<Permit>> {
         if req.rules.is_empty() {
             return Ok(Some(Permit::unpaced()));
@@ -28,6 +29,7 @@ impl GatewayRateState {
             return Err(e);
         }
         let target = self.target(&req);
+        let now = self.inner.rt.now_ms();
         // Only a state that keeps leases ever has a pool: the others skip
         // a second lookup of the bucket per permit.
         if self.inner.options.keep_leases {
@@ -38,12 +40,51 @@ impl GatewayRateState {
                 .get(&target.bucket_id)
                 .map(|s| s.pool.is_some());
             if pool == Some(true) && self.pooled(&target) {
-                return Ok(None);
+                return Ok(self.take_kept_now(&target, now));
             }
         }
-        let now = self.inner.rt.now_ms();
         // A permit drawn at `now` is alive at `now`, so it is good to send.
         Ok(self.draw(&target, now, now).map(|(_, _, permit)| permit))
+    }
+
+    /// A kept lease's permit due now: a streamed lease whose next start has
+    /// come, or a paced slot with a permit due now.
+    fn take_kept_now(&self, target: &Target, now: Millis) -> Option<Permit> {
+        let bucket_id = target.bucket_id.as_str();
+        if self.paced_pool(bucket_id) {
+            if !self.paced_slot_free(bucket_id, now) {
+                return None;
+            }
+            let (_, _, permit) = self.draw(target, now, now)?;
+            if permit.lease_id().is_some() {
+                return Some(permit);
+            }
+            let lease = self.take_paced(bucket_id, now)?;
+            return Some(self.kept_permit(bucket_id, lease.id));
+        }
+        let mut lapsed = Vec::new();
+        let taken = self.pool(bucket_id, |p| {
+            if now < p.cooldown_until {
+                return None;
+            }
+            let lease = p.take(now, &mut lapsed)?;
+            if lease.next_at > now {
+                p.idle.push(lease);
+                return None;
+            }
+            p.in_call.insert(
+                lease.id.clone(),
+                InCall {
+                    lease: lease.clone(),
+                    since: now,
+                    keep: true,
+                },
+            );
+            Some(lease)
+        });
+        self.lapsed(bucket_id, lapsed);
+        let lease = taken.flatten()?;
+        Some(self.kept_permit(bucket_id, lease.id))
     }
 
     /// A permit due now, or when to ask again. With nothing cached it
@@ -65,7 +106,24 @@ impl GatewayRateState {
             }))
         };
         if self.pooled(&target) {
-            return later(super::REFILL_POLL_MS);
+            let bucket_id = target.bucket_id.as_str();
+            let paced = self.paced_pool(bucket_id);
+            if paced && self.paced_slot_free(bucket_id, now) {
+                // A slot is free; the permit is what is missing.
+            } else {
+                // No slot free: one is handed on when a call here ends, or
+                // asked for when this isolate holds none.
+                let next = self.pool(bucket_id, |p| {
+                    let next_start = p.idle.iter().map(|l| l.next_at.max(p.cooldown_until)).min();
+                    (p.coming() == 0, next_start)
+                });
+                let (grow, next_start) = next.unwrap_or((true, None));
+                if grow {
+                    self.grow_pool(&target);
+                }
+                let wait = next_start.map_or(super::REFILL_POLL_MS, |at| at.saturating_sub(now));
+                return later(wait);
+            }
         }
         let next = self.state(&target.bucket_id, |s| {
             if let Some(due) = s.block.as_ref().and_then(|b| b.next_due(&s.clock)) {

@@ -85,7 +85,7 @@ impl GatewayRateState {
             }
             return Ok(());
         }
-        if response.lease_spacing_ms.is_some() {
+        if response.lease_spacing_ms.is_some_and(|spacing| spacing > 0) {
             // The leases went to the pool; their times are first starts.
             return Ok(());
         }
@@ -141,6 +141,12 @@ impl GatewayRateState {
         let ttl = response.lease_ttl_ms.unwrap_or(RENEW_EVERY_MS * 2);
         let start_by = sent.saturating_add((ttl / 2).min(RENEW_EVERY_MS));
         let kept = response.kept_lease_ids.clone().unwrap_or_default();
+        // A pool of the other kind goes back first (its calls are on no
+        // stream, or on no permit, of this one).
+        let other_kind = self.pool(&target.bucket_id, |p| p.paced() != (spacing == 0));
+        if other_kind == Some(true) {
+            self.dissolve_pool(&target.bucket_id);
+        }
         let back = self.state(&target.bucket_id, |s| {
             let clock = s.clock.clone();
             let pool = s.pool.get_or_insert_with(|| {
@@ -153,7 +159,23 @@ impl GatewayRateState {
             }
             let asked = std::mem::take(&mut pool.renewing);
             let back = pool.renewed(&asked, &kept, start_by);
-            for slot in slots {
+            if pool.paced() {
+                // New paced slots are the kept ones this client did not
+                // hold: free for a call at once.
+                let new = kept.iter().filter(|id| !asked.contains(id));
+                for id in new {
+                    pool.idle.push(KeptLease {
+                        id: id.clone(),
+                        next_at: received,
+                        last_start: None,
+                        start_by,
+                        granted_at: received,
+                        idle_since: received,
+                    });
+                }
+            }
+            let streamed = !pool.paced();
+            for slot in slots.iter().filter(|_| streamed) {
                 if let Some(id) = &slot.lease {
                     pool.idle.push(KeptLease {
                         id: id.clone(),

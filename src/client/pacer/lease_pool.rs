@@ -3,7 +3,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 
-use super::pool::RENEW_EVERY_MS;
+use super::pool::{IDLE_KEEP_MS, RENEW_EVERY_MS};
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
 use crate::time::Millis;
 
@@ -31,6 +31,8 @@ pub(super) struct InCall {
 }
 
 pub(super) struct LeasePool {
+    /// The least time between two calls started on one lease; `0` for
+    /// paced slots, whose calls each take a permit from the timeline too.
     pub spacing_ms: Millis,
     pub idle: Vec<KeptLease>,
     pub in_call: HashMap<String, InCall>,
@@ -49,6 +51,9 @@ pub(super) struct LeasePool {
     pub returning: HashSet<String>,
     /// This isolate's callers waiting for a kept lease, in arrival order.
     pub queue: VecDeque<Place>,
+    /// Paced: callers that found no lease free at their permit's time
+    /// since the last request, each a slot to ask for.
+    pub missed: u64,
 }
 
 /// A caller's place in the pool's queue.
@@ -58,6 +63,10 @@ pub(super) struct Place {
     /// The last local time the caller looked for a lease.
     pub seen: Millis,
 }
+
+/// How long a paced lease idle here is kept while nobody else waits: about
+/// the gateway's horizon, the longest this isolate's blocks are apart.
+pub(super) const PACED_IDLE_KEEP_MS: Millis = 1_000;
 
 /// A caller that has not looked for a lease this long is asleep (on a
 /// cooldown, or its request was cancelled and it never will look again):
@@ -81,6 +90,24 @@ impl LeasePool {
             watching: false,
             returning: HashSet::new(),
             queue: VecDeque::new(),
+            missed: 0,
+        }
+    }
+
+    /// Whether the slots are paced (a semaphore beside the timeline's
+    /// permits) rather than streamed.
+    pub fn paced(&self) -> bool {
+        self.spacing_ms == 0
+    }
+
+    /// How long a lease idle here is kept for a caller of this isolate.
+    /// Paced calls come in the blocks this isolate is granted, with the
+    /// fleet's turns between them: their slots wait out a turn unless
+    /// others wait for one.
+    pub fn idle_keep_ms(&self) -> Millis {
+        match self.paced() && !self.others_wait {
+            true => PACED_IDLE_KEEP_MS,
+            false => IDLE_KEEP_MS,
         }
     }
 
@@ -123,10 +150,15 @@ impl LeasePool {
 
     /// The idle lease whose next call may start soonest, if any may start
     /// before its renewal lapses; lapsed ones are moved to `lapsed`.
+    /// Paced leases have no next start: the one idle the shortest time is
+    /// taken, so those this isolate does not need stay idle and go back.
     pub fn take(&mut self, now: Millis, lapsed: &mut Vec<String>) -> Option<KeptLease> {
         self.drop_lapsed(now, lapsed);
-        let soonest = (0..self.idle.len()).min_by_key(|&i| self.idle[i].next_at)?;
-        Some(self.idle.swap_remove(soonest))
+        let pick = match self.paced() {
+            true => (0..self.idle.len()).max_by_key(|&i| self.idle[i].idle_since),
+            false => (0..self.idle.len()).min_by_key(|&i| self.idle[i].next_at),
+        }?;
+        Some(self.idle.swap_remove(pick))
     }
 
     /// Moves to `lapsed` the idle leases no call may start on any more:

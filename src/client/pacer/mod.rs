@@ -10,10 +10,12 @@
 //! waiting), [`giveback`] (leases and unused times going back in batches),
 //! [`surplus`] (noticing permits this isolate will not use while they can
 //! still serve another), [`penalty`] (a provider's 429), and the kept
-//! leases of a bucket whose slots the gateway streams: [`pool`] (handing
-//! them between callers here), [`lease_pool`] (their bookkeeping),
+//! leases of a bucket with a concurrency bound: [`pool`] (handing them
+//! between callers here), [`lease_pool`] (their bookkeeping),
 //! [`pool_return`] (their way back), [`hold`] (whether calls here are long
-//! enough to keep them) and [`permits`] (the permits that hold them).
+//! enough to keep them streamed), [`paced`] (slots for short calls, each
+//! call also taking a timeline permit) and [`permits`] (the permits that
+//! hold them).
 
 mod block;
 mod bucket_state;
@@ -24,6 +26,7 @@ mod giveback;
 mod hold;
 mod landing;
 mod lease_pool;
+mod paced;
 mod penalty;
 mod permits;
 mod pool;
@@ -198,7 +201,7 @@ impl GatewayRateState {
             if let Some(e) = self.inner.release_failure.borrow_mut().take() {
                 return Err(e);
             }
-            if self.pooled(&target) {
+            if self.pooled(&target) && !self.paced_pool(&target.bucket_id) {
                 let ticket = place
                     .get_or_insert_with(|| self.queue_place(&target.bucket_id))
                     .ticket;
@@ -221,6 +224,12 @@ impl GatewayRateState {
             }
             let now = self.inner.rt.now_ms();
             if let Some((due, deadline, permit)) = self.draw(&target, now, Millis::MAX) {
+                if permit.lease_id().is_none() && self.paced_pool(&target.bucket_id) {
+                    match self.paced_call(&target, due, deadline, req.signal).await? {
+                        Some(permit) => return Ok(permit),
+                        None => continue,
+                    }
+                }
                 let wait = due.saturating_sub(self.inner.rt.now_ms());
                 if wait > 0 {
                     let sleep = self.inner.rt.sleep(wait);

@@ -166,8 +166,14 @@ impl GatewayRateState {
             Some(lease)
         });
         let id = lease_id.to_owned();
+        let paced = self.pool(bucket_id, |p| p.paced()).unwrap_or(false);
         match back.flatten() {
             Some(lease) => self.give_back_kept(bucket_id, vec![lease]),
+            // The watch gives it back if it idles out its keep.
+            None if paced => {
+                self.watch_pool(bucket_id);
+                self.settled_kept(bucket_id, vec![id])
+            }
             None => {
                 // Nobody here took it within the keep: it goes back (the
                 // watch does the same should this task not run).
@@ -242,23 +248,30 @@ impl GatewayRateState {
                 loop {
                     let now = this.inner.rt.now_ms();
                     let mut lapsed = Vec::new();
-                    let waiters = this.state(&bucket_id, |s| s.waiters);
+                    // A paced pool keeps a slot for the permits its block
+                    // still holds: without one they would die unused.
+                    let waiters = this.state(&bucket_id, |s| {
+                        let block_left = s.block.as_ref().is_some_and(|b| !b.slots.is_empty());
+                        let paced = s.pool.as_ref().is_some_and(|p| p.paced());
+                        s.waiters + u64::from(paced && block_left)
+                    });
                     let found = this.pool(&bucket_id, |p| {
                         p.drop_lapsed(now, &mut lapsed);
                         // Idle past the keep with nobody here to take it.
+                        let keep = p.idle_keep_ms();
                         let unwanted = p.idle.len().saturating_sub(waiters as usize);
                         crate::sort::sort_by_time(&mut p.idle, |l| l.idle_since);
                         let stale = p
                             .idle
                             .iter()
                             .take(unwanted)
-                            .take_while(|l| l.idle_since + IDLE_KEEP_MS <= now)
+                            .take_while(|l| l.idle_since + keep <= now)
                             .count();
                         let spare: Vec<KeptLease> = p.idle.drain(..stale).collect();
                         let next = p
                             .idle
                             .iter()
-                            .map(|l| l.start_by.min(l.idle_since + IDLE_KEEP_MS))
+                            .map(|l| l.start_by.min(l.idle_since + keep))
                             .min();
                         p.watching = next.is_some();
                         (spare, next)
@@ -297,10 +310,21 @@ impl GatewayRateState {
     }
 
     /// Asks the gateway for more slots in the background, unless a request
-    /// is in flight or the gateway asked this isolate to wait.
+    /// is in flight or the gateway asked this isolate to wait. A paced pool
+    /// left with no slot for the permits it holds asks at once: its turn
+    /// for permits is no reason to let them die.
     pub(super) fn grow_pool(&self, target: &Target) {
         let now = self.inner.rt.now_ms();
-        let generation = self.state(&target.bucket_id, |s| s.refill.begin_if_free(now));
+        let generation = self.state(&target.bucket_id, |s| {
+            let stranded = s
+                .pool
+                .as_ref()
+                .is_some_and(|p| p.paced() && p.coming() == 0);
+            match stranded {
+                true => s.refill.begin_unless_running(now),
+                false => s.refill.begin_if_free(now),
+            }
+        });
         if let Some(generation) = generation {
             self.spawn_refill(generation, target);
         }

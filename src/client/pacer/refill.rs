@@ -100,10 +100,12 @@ pub(super) struct Target {
 /// its recent rate of draws or the block's own, whichever is faster, and
 /// no sooner than the last one's time), so its callers do not stop at the
 /// end of every block to wait for the gateway. Not under rules that bound
-/// concurrency: a permit there holds a slot others may be waiting for.
+/// concurrency with a lease per permit: such a permit holds a slot others
+/// may be waiting for.
 /// Returns the refill's generation, for the caller to spawn.
 pub(super) fn ahead(s: &mut BucketState, target: &Target, now: Millis) -> Option<u64> {
-    if has_concurrency(&target.rules) {
+    // A paced pool's permits hold no slot: its slots are the leases it keeps.
+    if has_concurrency(&target.rules) && !s.pool.as_ref().is_some_and(|p| p.paced()) {
         return None;
     }
     let block = s.block.as_ref().filter(|b| b.serves(target))?;
@@ -158,9 +160,12 @@ impl GatewayRateState {
                     }
                     (r.landed >= generation, r.not_before, lost)
                 });
-                // A call here handed on its lease meanwhile.
+                // A call here handed on its streamed lease meanwhile (a
+                // paced one serves no call without a permit).
                 let handed_on = self
-                    .pool(bucket_id, |p| p.idle.iter().any(|l| l.start_by >= now))
+                    .pool(bucket_id, |p| {
+                        !p.paced() && p.idle.iter().any(|l| l.start_by >= now)
+                    })
                     .unwrap_or(false);
                 if landed || lost || handed_on {
                     return Ok(());
@@ -247,9 +252,18 @@ impl GatewayRateState {
         // A turn ticket's turn is when its slot frees at the gateway: come
         // about then (a ticket shown early only books the client again),
         // a trip early to arrive on time.
-        let (not_before, early) = self.state(bucket_id, |s| match s.refill.turn_ticket {
-            Some(_) => (s.refill.not_before, s.clock.rtt_ms() / 2),
-            None => (s.refill.not_before, s.clock.rtt_ms() + REFILL_POLL_MS),
+        // A paced pool left with no slot for the permits it holds asks now.
+        let (not_before, early) = self.state(bucket_id, |s| {
+            let stranded = s
+                .pool
+                .as_ref()
+                .is_some_and(|p| p.paced() && p.coming() == 0)
+                && s.block.as_ref().is_some_and(|b| !b.slots.is_empty());
+            match s.refill.turn_ticket {
+                _ if stranded => (0, 0),
+                Some(_) => (s.refill.not_before, s.clock.rtt_ms() / 2),
+                None => (s.refill.not_before, s.clock.rtt_ms() + REFILL_POLL_MS),
+            }
         });
         let now = self.inner.rt.now_ms();
         let start_at = not_before.saturating_sub(early);
@@ -262,8 +276,6 @@ impl GatewayRateState {
         let keep_leases = concurrency && self.inner.options.keep_leases;
         let (requested, observed_successes, lead, book_next_turn, quota, slots, turn_ticket) = self
             .state(bucket_id, |s| {
-                let keep_leases =
-                    keep_leases && (s.pool.is_some() || s.hold.worth_keeping(&target.rules));
                 if let Some(at) = s.refill.exhausted_at.take() {
                     s.refill.draining |=
                         s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms;
@@ -272,10 +284,34 @@ impl GatewayRateState {
                 // same as a closed loop starting: ask for the horizon (what a
                 // burst does not use goes back).
                 let first_burst = !s.refill.ever_granted && s.waiters > 1;
+                // Slots to keep, and renewal of those held. Streamed: new
+                // ones for the callers no kept lease serves. Paced (calls
+                // seen short): one to start with, then one for each caller
+                // that found none free at its permit's time.
+                let slots = keep_leases.then(|| match &mut s.pool {
+                    Some(pool) => {
+                        pool.renewing = pool.held();
+                        let wanted = match pool.paced() {
+                            // One more at a time: calls here rarely
+                            // overlap when the rate binds.
+                            true => std::mem::take(&mut pool.missed)
+                                .max(u64::from(pool.coming() == 0))
+                                .min(1),
+                            false => s.waiters.saturating_sub(pool.idle.len() as u64),
+                        };
+                        (wanted, pool.renewing.clone(), pool.paced())
+                    }
+                    None => match s.hold.worth_keeping(&target.rules) {
+                        true => (s.waiters, Vec::new(), false),
+                        false => (1, Vec::new(), true),
+                    },
+                });
+                let paced = slots.as_ref().is_some_and(|(_, _, paced)| *paced);
                 let demand = Demand {
                     waiters: s.waiters,
                     draw_rate_per_s: s.draw_rate.rate_at(sent),
                     draining: s.refill.draining || first_burst,
+                    leased: concurrency && !paced,
                 };
                 let requested = block_size(&target.rules, &demand, horizon_ms);
                 // An isolate that will use a whole horizon comes back for more
@@ -284,16 +320,6 @@ impl GatewayRateState {
                 // A first request's size is a guess; only a guess that turned
                 // out queued behind the fleet is worth a turn.
                 let guessing = first_burst && !s.refill.answered;
-                // Slots to keep: new ones for the callers no kept lease
-                // serves, and renewal of those held.
-                let slots = keep_leases.then(|| match &mut s.pool {
-                    Some(pool) => {
-                        pool.renewing = pool.held();
-                        let wanted = s.waiters.saturating_sub(pool.idle.len() as u64);
-                        (wanted, pool.renewing.clone())
-                    }
-                    None => (s.waiters, Vec::new()),
-                });
                 // One lease per permit: a refusal for want of a slot books
                 // this client a turn, held for it by the ticket it shows.
                 let turn_ticket = (concurrency && slots.is_none())
@@ -302,15 +328,15 @@ impl GatewayRateState {
                     requested,
                     s.pending_successes,
                     s.clock.lead_ms(),
-                    whole_horizon && !guessing && !concurrency,
+                    whole_horizon && !guessing && (!concurrency || paced),
                     s.quota.pending.take(),
                     slots,
                     turn_ticket,
                 )
             });
-        let (slots_wanted, held_lease_ids) = match slots {
-            Some((wanted, held)) => (Some(wanted), held),
-            None => (None, Vec::new()),
+        let (slots_wanted, held_lease_ids, paced_slots) = match slots {
+            Some((wanted, held, paced)) => (Some(wanted), held, paced),
+            None => (None, Vec::new(), false),
         };
         // A lease released a moment ago rides on this acquire instead of a
         // release of its own.
@@ -330,6 +356,7 @@ impl GatewayRateState {
             slots_wanted,
             held_lease_ids,
             turn_ticket,
+            paced_slots,
         };
         // The round trip is timed on the attempt that answered, not across
         // the pauses between retries.

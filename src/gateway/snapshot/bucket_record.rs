@@ -168,7 +168,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     // Before version 5 the slots' streams were not kept: every freed slot
     // reads as ready, as a restore then had it.
     if version >= 5 {
-        bucket.leases.streams = read_streams(r, &lease_ids)?;
+        bucket.leases.streams = read_streams(r, &lease_ids, version)?;
     }
     Ok(bucket)
 }

@@ -17,12 +17,13 @@
 //! answers garbage. Bodies are LEB128 integers, little-endian fixed-width
 //! numbers and length-prefixed UTF-8 strings; a snapshot's body is the meta
 //! record then every bucket and run record, length-prefixed, in key order,
-//! so equal states give equal bytes. Version 5 keeps each bucket's streamed
-//! slots; version 4 made records separable. Versions 1 (no checksum, 64-bit
+//! so equal states give equal bytes. Version 6 keeps which kind of kept
+//! leases each bucket hands out; version 5 its streamed slots; version 4
+//! made records separable. Versions 1 (no checksum, 64-bit
 //! lease ids, full reservations), 2 (no counts for the adaptive rate's cuts
-//! and probe leash), 3 (records inline) and 4 (no slot streams) are still
-//! read, and a host's stored records may mix versions 4 and 5: it rewrites
-//! only the records a request changed.
+//! and probe leash), 3 (records inline), 4 (no slot streams) and 5 (kept
+//! leases all streamed) are still read, and a host's stored records may mix
+//! versions 4 to 6: it rewrites only the records a request changed.
 
 mod adaptive_record;
 mod bucket_record;
@@ -48,7 +49,7 @@ use codec::{Reader, Writer};
 use ledger_record::{read_ledger, write_ledger};
 
 const MAGIC: &[u8; 4] = b"PCLN";
-const FORMAT_VERSION: u8 = 5;
+const FORMAT_VERSION: u8 = 6;
 /// The first version whose state was stored as keyed records.
 const FIRST_RECORDS_VERSION: u8 = 4;
 const CHECKSUM_BYTES: usize = 8;

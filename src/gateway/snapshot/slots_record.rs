@@ -30,6 +30,8 @@ pub(super) fn write_streams(w: &mut Writer, s: &SlotStreams, leases: &[LeaseId])
     write_by_lease(w, &s.chains, leases);
     w.uint(s.waiters_until);
     w.opt_uint(s.return_delay_us);
+    w.uint(u64::from(s.paced));
+    w.uint(s.kept_ended_at);
 }
 
 /// The times of the listed leases, by place: an entry for a lease the
@@ -47,7 +49,8 @@ fn write_by_lease(w: &mut Writer, times: &HashMap<LeaseId, Micros>, leases: &[Le
     }
 }
 
-pub(super) fn read_streams(r: &mut Reader, leases: &[LeaseId]) -> Result<SlotStreams> {
+/// Before version 6 every bucket's kept leases were streamed.
+pub(super) fn read_streams(r: &mut Reader, leases: &[LeaseId], version: u8) -> Result<SlotStreams> {
     let freed = r.len()?;
     if freed > MAX_LIVE_LEASES {
         return Err(Error::invalid(format!(
@@ -65,13 +68,28 @@ pub(super) fn read_streams(r: &mut Reader, leases: &[LeaseId]) -> Result<SlotStr
         })?;
         free_ready.push(at);
     }
-    Ok(SlotStreams {
+    let mut streams = SlotStreams {
         free_ready,
         ready_after: read_by_lease(r, leases)?,
         chains: read_by_lease(r, leases)?,
         waiters_until: r.uint()?,
         return_delay_us: r.opt_uint()?,
-    })
+        ..SlotStreams::default()
+    };
+    if version >= 6 {
+        streams.paced = match r.uint()? {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(Error::invalid(format!(
+                    "snapshot names kept-lease kind {other} at byte {}; known are 0 and 1",
+                    r.at
+                )))
+            }
+        };
+        streams.kept_ended_at = r.uint()?;
+    }
+    Ok(streams)
 }
 
 /// Places are written rising, each naming one of the bucket's leases.
@@ -109,12 +127,15 @@ mod tests {
             chains: HashMap::from([(22, 50), (99, 70)]),
             waiters_until: 2_000,
             return_delay_us: Some(40),
+            paced: true,
+            kept_ended_at: 1_500,
+            spacing_floor_us: 0,
         }
     }
 
     fn read(bytes: &[u8], leases: &[LeaseId]) -> Result<SlotStreams> {
         let mut r = Reader { bytes, at: 0 };
-        let s = read_streams(&mut r, leases)?;
+        let s = read_streams(&mut r, leases, super::super::FORMAT_VERSION)?;
         assert_eq!(r.at, bytes.len());
         Ok(s)
     }

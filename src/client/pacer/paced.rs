@@ -1,0 +1,99 @@
+//! Paced slots: the kept leases of an isolate whose calls are short. A
+//! stream would leave each slot idle between its spaced calls while the
+//! rate allows more, so a paced lease is a bare slot: each call takes a
+//! permit from the bucket's timeline, as under a rule with no concurrency
+//! bound, and at that permit's time a slot this isolate keeps. Blocks of
+//! permits and the renewal of the slots ride on the same requests, so a
+//! busy isolate pays a round trip per block, not per call.
+//!
+//! A slot is taken at its permit's time, not before: held only for calls,
+//! few serve an isolate, and those it does not need idle out and go back.
+//! A caller that finds none free asks for one more and waits for one
+//! handed on while its permit is good; a permit that dies unused is lost
+//! like any permit sent too late.
+
+use super::pool::{InCall, KeptLease};
+use super::refill::Target;
+use super::{GatewayRateState, REFILL_POLL_MS};
+use crate::client::permit::Permit;
+use crate::error::Result;
+use crate::rt::{abortable, AbortSignal};
+use crate::time::Millis;
+
+impl GatewayRateState {
+    /// Whether the bucket's kept leases are paced slots.
+    pub(super) fn paced_pool(&self, bucket_id: &str) -> bool {
+        self.pool(bucket_id, |p| p.paced()).unwrap_or(false)
+    }
+
+    /// Waits for a drawn permit's time `due` and takes a slot for its call,
+    /// while the permit is good (until `deadline`). `None` when no slot came
+    /// in time: the permit is dead, and the caller draws another.
+    pub(super) async fn paced_call(
+        &self,
+        target: &Target,
+        due: Millis,
+        deadline: Millis,
+        signal: Option<&AbortSignal>,
+    ) -> Result<Option<Permit>> {
+        let bucket_id = target.bucket_id.as_str();
+        let rt = &self.inner.rt;
+        let mut missed = false;
+        loop {
+            let now = rt.now_ms();
+            if now > deadline {
+                return Ok(None);
+            }
+            if now >= due {
+                if let Some(lease) = self.take_paced(bucket_id, now) {
+                    self.renew_ahead(target);
+                    return Ok(Some(self.kept_permit(bucket_id, lease.id)));
+                }
+                if !std::mem::replace(&mut missed, true) {
+                    self.pool(bucket_id, |p| p.missed += 1);
+                }
+                self.grow_pool(target);
+            }
+            let wake = match now < due {
+                true => due,
+                false => deadline.min(now + REFILL_POLL_MS),
+            };
+            let sleep = rt.sleep(wake.saturating_sub(now).max(1));
+            abortable(signal, || super::permit_wait(bucket_id), async {
+                sleep.await;
+                Ok(())
+            })
+            .await?;
+        }
+    }
+
+    /// A paced slot free now, taken into a call that starts now.
+    pub(super) fn take_paced(&self, bucket_id: &str, now: Millis) -> Option<KeptLease> {
+        let mut lapsed = Vec::new();
+        let taken = self.pool(bucket_id, |p| {
+            if now < p.cooldown_until {
+                return None;
+            }
+            let lease = p.take(now, &mut lapsed)?;
+            p.in_call.insert(
+                lease.id.clone(),
+                InCall {
+                    lease: lease.clone(),
+                    since: now,
+                    keep: true,
+                },
+            );
+            Some(lease)
+        });
+        self.lapsed(bucket_id, lapsed);
+        taken.flatten()
+    }
+
+    /// Whether a paced slot is free for a call now.
+    pub(super) fn paced_slot_free(&self, bucket_id: &str, now: Millis) -> bool {
+        self.pool(bucket_id, |p| {
+            now >= p.cooldown_until && p.idle.iter().any(|l| l.start_by >= now)
+        })
+        .unwrap_or(false)
+    }
+}

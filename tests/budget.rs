@@ -13,6 +13,7 @@ use common::rig::SimRig;
 use paceline::client::{
     BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState, CHARGE_TURN_TIMEOUT_MS,
 };
+use paceline::protocol::limits::RESEND_HORIZON_MS;
 use paceline::protocol::{
     AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, ObserveRequest,
     ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
@@ -377,4 +378,84 @@ fn a_lost_reservation_the_gateway_refused_is_settled_as_nothing_reserved() {
         0,
         "the refused block reserved nothing"
     );
+}
+
+/// `n` reservations of one unit each, made by other isolates of the run
+/// straight at the gateway.
+fn others_reserve(rt: &SimRuntime, port: &ScriptedPort, n: usize) {
+    for i in 0..n {
+        let req = paceline::sim::charge_request(
+            "run",
+            &format!("other-{i}"),
+            None,
+            &[("toolCall", 1, 10_000)],
+        );
+        port.gateway
+            .core
+            .borrow_mut()
+            .charge(&req, rt.now_ms())
+            .unwrap();
+    }
+}
+
+/// A charge whose answer is lost once the gateway counted it, `newer`
+/// reservations by other isolates, then this state's next charge at `next`.
+fn lost_then_others(newer: usize, next: Millis) -> (Rc<ScriptedPort>, Rc<GatewayBudgetState>) {
+    let (rt, port, budget) = stalling(&[Stall::Forever]);
+    charge_at(&rt, &budget, T0);
+    rt.run_until(T0 + 1);
+    others_reserve(&rt, &port, newer);
+    let answered = charge_at(&rt, &budget, next);
+    rt.run_until(next + 2 * CHARGE_TURN_TIMEOUT_MS);
+    let (answer, _) = answered.borrow_mut().take().expect("answered");
+    answer.unwrap();
+    (port, budget)
+}
+
+#[test]
+fn a_lost_reservation_settled_after_more_than_128_newer_ones_is_counted_once() {
+    let (port, budget) = lost_then_others(129, T0 + 2);
+    let lost = reservation_ids(&port)[0].clone();
+    let resent: Vec<bool> = port
+        .charges
+        .borrow()
+        .iter()
+        .filter(|c| c.reservation_id == lost)
+        .map(|c| c.resent)
+        .collect();
+    assert_eq!(resent, [false, true], "sent, then resent marked as such");
+    assert_eq!(
+        counter(&port, "toolCall"),
+        256 + 129,
+        "the lost block counted once"
+    );
+    assert_eq!(budget.reserved_unused("run", "toolCall"), 255);
+}
+
+#[test]
+fn a_lost_reservation_the_gateway_may_have_forgotten_is_let_go_not_counted_twice() {
+    let (port, budget) = lost_then_others(300, T0 + 2);
+    // The resend is refused, and the next charge reserves a block of its
+    // own. The lost block's units stay counted and unused: the run stops
+    // short of its limit by them, never past it.
+    let ids = reservation_ids(&port);
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(ids[0], ids[1], "the lost reservation, resent");
+    assert_ne!(ids[2], ids[0], "a reservation of its own");
+    assert_eq!(counter(&port, "toolCall"), 256 + 300 + 256);
+    assert_eq!(budget.reserved_unused("run", "toolCall"), 255);
+}
+
+#[test]
+fn a_lost_reservation_is_not_sent_again_past_the_resend_horizon() {
+    let late = T0 + RESEND_HORIZON_MS + 1;
+    let (port, budget) = lost_then_others(0, late);
+    let lost = reservation_ids(&port)[0].clone();
+    let sent = reservation_ids(&port)
+        .iter()
+        .filter(|id| **id == lost)
+        .count();
+    assert_eq!(sent, 1, "never resent");
+    assert_eq!(counter(&port, "toolCall"), 2 * 256);
+    assert_eq!(budget.reserved_unused("run", "toolCall"), 255);
 }

@@ -319,7 +319,7 @@ fn a_version_1_snapshot_restores_and_continues_its_leases_budgets_and_cuts() {
         "the pending cut survived"
     );
     let current = g.snapshot();
-    assert_eq!(current[4], 5, "written in the current format");
+    assert_eq!(current[4], 6, "written in the current format");
     assert_eq!(
         GatewayCore::restore(&current, GatewayConfig::default())
             .unwrap()

@@ -10,6 +10,9 @@ use paceline::gateway::{handle, GatewayConfig, GatewayCore};
 
 const T0: u64 = 1_767_225_600_000;
 
+/// The format version this build writes.
+const CURRENT: u8 = 6;
+
 /// The state the version-2, 3 and 4 fixtures were written from (by the
 /// builds of those versions): leases, a cooldown, an adaptive cut, a quota
 /// window, returned times and a run's ledger.
@@ -108,7 +111,11 @@ fn version_3_and_4_snapshots_restore_to_the_state_they_were_written_from_but_its
     let from_v3 = GatewayCore::restore(v3, GatewayConfig::default()).unwrap();
     let from_v4 = GatewayCore::restore(v4, GatewayConfig::default()).unwrap();
     assert_eq!(from_v3.snapshot(), from_v4.snapshot());
-    assert_eq!(from_v4.snapshot()[4], 5, "written again as version 5");
+    assert_eq!(
+        from_v4.snapshot()[4],
+        CURRENT,
+        "written in the current version"
+    );
     // Neither kept the streams of the leased bucket's slots; every other
     // record is the scenario's to the byte.
     let mut now = records_of(&scenario());
@@ -119,7 +126,7 @@ fn version_3_and_4_snapshots_restore_to_the_state_they_were_written_from_but_its
 }
 
 #[test]
-fn stored_version_4_records_restore_and_mix_with_the_version_5_records_written_after() {
+fn stored_version_4_records_restore_and_mix_with_the_current_records_written_after() {
     let mut store = v4_records();
     assert!(store.values().all(|bytes| bytes[4] == 4));
     let v4 = include_bytes!("fixtures/gateway-snapshot-v4.bin");
@@ -135,13 +142,14 @@ fn stored_version_4_records_restore_and_mix_with_the_version_5_records_written_a
         2,
         "its bucket and the lease counter"
     );
-    assert_eq!(store["bucket:org:leased"][4], 5);
+    assert_eq!(store["bucket:org:leased"][4], CURRENT);
     assert_eq!(store["run:run-1"][4], 4, "untouched records stay as stored");
     assert_eq!(restored(&store).snapshot(), g.snapshot());
 }
 
 #[test]
-fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_as_version_5() {
+fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_in_the_current_version()
+{
     // Version 2 kept no counts for the adaptive rate's cuts: those start
     // empty, so the state equals the scenario's but for them.
     let v2 = include_bytes!("fixtures/gateway-snapshot-v2.bin");
@@ -150,7 +158,7 @@ fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_as_v
     assert_eq!(restored.budget_counter("run-1", "toolCall"), 3);
     assert_eq!(restored.bucket_count(), 4);
     let again = restored.snapshot();
-    assert_eq!(again[4], 5);
+    assert_eq!(again[4], CURRENT);
     let back = GatewayCore::restore(&again, GatewayConfig::default()).unwrap();
     assert_eq!(back.snapshot(), again);
     let rules = r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":10}]"#;

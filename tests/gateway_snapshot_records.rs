@@ -189,6 +189,23 @@ fn apply(store: &mut BTreeMap<String, Vec<u8>>, g: &mut GatewayCore) -> usize {
     changed.len()
 }
 
+/// `g` as it is, and two gateways that continue it after a restart: one
+/// restored from its whole snapshot, one from the records a host stored as
+/// `g` handed them over (`store`, brought up to date first).
+fn kept_and_restored(
+    mut g: GatewayCore,
+    store: &mut BTreeMap<String, Vec<u8>>,
+) -> [(&'static str, GatewayCore); 3] {
+    apply(store, &mut g);
+    let from_snapshot = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
+    let from_records = restored(store);
+    [
+        ("not restarted", g),
+        ("restored from its snapshot", from_snapshot),
+        ("restored from its stored records", from_records),
+    ]
+}
+
 fn restored(store: &BTreeMap<String, Vec<u8>>) -> GatewayCore {
     GatewayCore::restore_records(
         store.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
@@ -366,14 +383,7 @@ fn a_restored_gateway_starts_no_call_on_a_freed_slot_before_its_stream_allows() 
         T0 + 210,
     );
     assert_eq!(r.status, 200, "{}", r.body);
-    apply(&mut store, &mut g);
-    let from_snapshot = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
-    let from_records = restored(&store);
-    for (how, mut gateway) in [
-        ("not restarted", g),
-        ("restored from its snapshot", from_snapshot),
-        ("restored from its stored records", from_records),
-    ] {
+    for (how, mut gateway) in kept_and_restored(g, &mut store) {
         let next = acquire_streamed(&mut gateway, 1, T0 + 300);
         assert_eq!(
             next["scheduledAtMs"],
@@ -406,19 +416,61 @@ fn a_restored_gateway_still_ends_a_kept_leases_chain_on_time_while_others_wait()
         keep(&mut g, "", 1, T0 + 2_500)["leaseIds"],
         serde_json::json!([])
     );
-    apply(&mut store, &mut g);
-    let from_snapshot = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
-    let from_records = restored(&store);
-    for (how, mut gateway) in [
-        ("not restarted", g),
-        ("restored from its snapshot", from_snapshot),
-        ("restored from its stored records", from_records),
-    ] {
+    for (how, mut gateway) in kept_and_restored(g, &mut store) {
         let renewal = keep(&mut gateway, &lease, 0, T0 + 3_001);
         assert_eq!(
             renewal["keptLeaseIds"],
             serde_json::json!([]),
             "{how}: the chain is over and the slot goes back"
         );
+    }
+}
+
+/// An acquire of one slot of a bucket with one, by a client that takes turn
+/// tickets and shows `ticket` (0 for none).
+fn acquire_one_slot(g: &mut GatewayCore, ticket: u64, now: u64) -> serde_json::Value {
+    let body = format!(
+        r#"{{"bucketId":"b","rules":[{{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":1}}],"requested":1,"turnTicket":{ticket}}}"#
+    );
+    let r = handle(g, "POST", "/v1/rate/acquire", body.as_bytes(), now);
+    assert_eq!(r.status, 200, "{}", r.body);
+    serde_json::from_str(&r.body).unwrap()
+}
+
+#[test]
+fn a_restored_gateway_still_holds_a_freed_slot_for_its_ticket_bug_tickets_were_not_in_the_snapshot()
+{
+    // One slot, held from 0 ms; a client refused at 1 ms is booked a turn.
+    // The slot is freed at 60 ms and the gateway restarts. A restore used
+    // to forget the booking: the freed slot went to whoever asked first,
+    // and new tickets were numbered from 1 again.
+    let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
+    let mut store = BTreeMap::new();
+    let holder = acquire_one_slot(&mut g, 0, T0);
+    let refused = acquire_one_slot(&mut g, 0, T0 + 1);
+    assert_eq!(refused["granted"], 0);
+    let ticket = refused["turnTicket"].as_u64().expect("a ticket");
+    let release = format!(
+        r#"{{"bucketId":"b","rules":[{{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":1}}],"leaseIds":[{}]}}"#,
+        holder["leaseIds"][0]
+    );
+    let r = handle(
+        &mut g,
+        "POST",
+        "/v1/rate/release",
+        release.as_bytes(),
+        T0 + 60,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    for (how, mut gateway) in kept_and_restored(g, &mut store) {
+        let cut_in = acquire_one_slot(&mut gateway, 0, T0 + 61);
+        assert_eq!(cut_in["granted"], 0, "{how}: the slot is held");
+        let behind = cut_in["turnTicket"].as_u64().expect("a ticket");
+        assert!(
+            behind > ticket,
+            "{how}: a newer ticket, {behind} after {ticket}"
+        );
+        let served = acquire_one_slot(&mut gateway, ticket, T0 + 62);
+        assert_eq!(served["granted"], 1, "{how}: the ticket's holder is served");
     }
 }

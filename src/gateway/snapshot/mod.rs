@@ -18,12 +18,13 @@
 //! numbers and length-prefixed UTF-8 strings; a snapshot's body is the meta
 //! record then every bucket and run record, length-prefixed, in key order,
 //! so equal states give equal bytes. Version 6 keeps when each run last
-//! forgot a reservation; version 5 keeps each bucket's streamed slots;
-//! version 4 made records separable. Versions 1 (no checksum, 64-bit lease
-//! ids, full reservations), 2 (no counts for the adaptive rate's cuts and
-//! probe leash), 3 (records inline), 4 (no slot streams) and 5 (no time a
-//! run forgot) are still read, and a host's stored records may mix versions
-//! 4 to 6: it rewrites only the records a request changed.
+//! forgot a reservation, and each bucket's turn tickets; version 5 keeps
+//! each bucket's streamed slots; version 4 made records separable.
+//! Versions 1 (no checksum, 64-bit lease ids, full reservations), 2 (no
+//! counts for the adaptive rate's cuts and probe leash), 3 (records
+//! inline), 4 (no slot streams) and 5 (no time a run forgot, no turn
+//! tickets) are still read, and a host's stored records may mix versions 4
+//! to 6: it rewrites only the records a request changed.
 
 mod adaptive_record;
 mod bucket_record;
@@ -32,6 +33,7 @@ mod ledger_record;
 mod quota_record;
 mod slots_record;
 mod throughput_record;
+mod tickets_record;
 
 use std::collections::{BTreeSet, HashMap};
 

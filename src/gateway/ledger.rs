@@ -83,12 +83,21 @@ pub(crate) struct Ledger {
     pub reservations: HashMap<String, Reservation>,
     /// Reservation ids, oldest first, for forgetting beyond the bound.
     pub order: VecDeque<String>,
-    /// When this run last forgot a reservation to stay within the bound.
+    /// When this run last forgot a reservation to stay within the bound
+    /// ([`FORGOT_AT_UNKNOWN`] until its next charge, for a run restored
+    /// from a record that kept no times).
     pub forgot_at: Option<Micros>,
 }
 
+/// A run restored from a version-1 record may have forgotten reservations
+/// at any time before its next charge, which then stands for that time.
+pub(crate) const FORGOT_AT_UNKNOWN: Micros = Micros::MAX;
+
 impl Ledger {
     pub fn charge(&mut self, req: &ChargeRequest, now: Micros) -> Result<ChargeResponse> {
+        if self.forgot_at == Some(FORGOT_AT_UNKNOWN) {
+            self.forgot_at = Some(now);
+        }
         let digest = charges_digest(&req.charges);
         if let Some(seen) = self.reservations.get(&req.reservation_id) {
             if seen.digest != digest {
@@ -335,5 +344,18 @@ mod tests {
             l.count("toolCall"),
             2 * 256 + REMEMBERED_RESERVATIONS as u64
         );
+    }
+
+    #[test]
+    fn a_run_that_forgot_at_an_unknown_time_counts_its_next_charge_as_that_time() {
+        let mut l = lost_then(REMEMBERED_RESERVATIONS, 0);
+        l.forgot_at = Some(FORGOT_AT_UNKNOWN);
+        let at = micros(3_600_000);
+        assert!(l.charge(&resent("lost"), at).is_err());
+        assert!(l
+            .charge(&resent("lost"), at + micros(RESENT_REACH_MS))
+            .is_err());
+        l.charge(&resent("lost"), at + micros(RESENT_REACH_MS) + 1)
+            .unwrap();
     }
 }

@@ -9,7 +9,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use super::codec::{Reader, Writer};
 use crate::error::{Error, Result};
 use crate::gateway::ledger::{
-    charges_digest, Ledger, Outcome, Reservation, REMEMBERED_RESERVATIONS_BEFORE_V6,
+    charges_digest, Ledger, Outcome, Reservation, FORGOT_AT_UNKNOWN,
+    REMEMBERED_RESERVATIONS_BEFORE_V6,
 };
 use crate::gateway::timeline::Micros;
 use crate::protocol::BudgetCharge;
@@ -76,12 +77,12 @@ pub(super) fn read_ledger(r: &mut Reader, version: u8) -> Result<Ledger> {
 
 /// When a run from a record older than version 6 may last have forgotten
 /// a reservation: if it held as many as it kept then, it may have forgotten
-/// one at any charge up to its last (`last_charge`; unknown in version 1,
-/// so at any time). A client's resent id the ledger does not know is then
-/// refused while a client could still send it, rather than counted twice.
+/// one at any charge up to its last (`last_charge`; unknown in version 1).
+/// A client's resent id the ledger does not know is then refused while a
+/// client could still send it, rather than counted twice.
 pub(super) fn forgot_before_v6(ledger: &Ledger, last_charge: Option<Micros>) -> Option<Micros> {
     (ledger.order.len() >= REMEMBERED_RESERVATIONS_BEFORE_V6)
-        .then_some(last_charge.unwrap_or(Micros::MAX))
+        .then_some(last_charge.unwrap_or(FORGOT_AT_UNKNOWN))
 }
 
 fn read_reservation(r: &mut Reader) -> Result<Reservation> {

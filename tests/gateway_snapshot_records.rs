@@ -6,13 +6,12 @@
 
 use std::collections::BTreeMap;
 
+mod common;
+
+use common::records::{apply, kept_and_restored, records_from_hex, restored, CURRENT_FORMAT};
 use paceline::gateway::{handle, GatewayConfig, GatewayCore};
-use paceline::protocol::limits::RESENT_REACH_MS;
 
 const T0: u64 = 1_767_225_600_000;
-
-/// The format version this build writes.
-const CURRENT: u8 = 6;
 
 /// The state the version-2, 3 and 4 fixtures were written from (by the
 /// builds of those versions): leases, a cooldown, an adaptive cut, a quota
@@ -90,20 +89,6 @@ fn v4_records() -> BTreeMap<String, Vec<u8>> {
     records_from_hex(V4_RECORDS)
 }
 
-/// Records stored as a JSON object of key → hex.
-fn records_from_hex(json: &str) -> BTreeMap<String, Vec<u8>> {
-    let hex: BTreeMap<String, String> = serde_json::from_str(json).unwrap();
-    hex.into_iter()
-        .map(|(key, text)| {
-            let bytes = (0..text.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-                .collect();
-            (key, bytes)
-        })
-        .collect()
-}
-
 /// Each record of `g` as it is written now.
 fn records_of(g: &GatewayCore) -> BTreeMap<String, Vec<u8>> {
     g.records().into_iter().collect()
@@ -119,7 +104,7 @@ fn version_3_and_4_snapshots_restore_to_the_state_they_were_written_from_but_its
     assert_eq!(from_v3.snapshot(), from_v4.snapshot());
     assert_eq!(
         from_v4.snapshot()[4],
-        CURRENT,
+        CURRENT_FORMAT,
         "written in the current version"
     );
     // Neither kept the streams of the leased bucket's slots; every other
@@ -148,7 +133,7 @@ fn stored_version_4_records_restore_and_mix_with_the_current_records_written_aft
         2,
         "its bucket and the lease counter"
     );
-    assert_eq!(store["bucket:org:leased"][4], CURRENT);
+    assert_eq!(store["bucket:org:leased"][4], CURRENT_FORMAT);
     assert_eq!(store["run:run-1"][4], 4, "untouched records stay as stored");
     assert_eq!(restored(&store).snapshot(), g.snapshot());
 }
@@ -164,7 +149,7 @@ fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_in_t
     assert_eq!(restored.budget_counter("run-1", "toolCall"), 3);
     assert_eq!(restored.bucket_count(), 4);
     let again = restored.snapshot();
-    assert_eq!(again[4], CURRENT);
+    assert_eq!(again[4], CURRENT_FORMAT);
     let back = GatewayCore::restore(&again, GatewayConfig::default()).unwrap();
     assert_eq!(back.snapshot(), again);
     let rules = r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":10}]"#;
@@ -181,43 +166,6 @@ fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_in_t
         grant["granted"], 6,
         "four of its ten slots are still leased"
     );
-}
-
-/// A host's storage: records applied as `take_changed_records` hands them.
-fn apply(store: &mut BTreeMap<String, Vec<u8>>, g: &mut GatewayCore) -> usize {
-    let changed = g.take_changed_records();
-    for (key, value) in &changed {
-        match value {
-            Some(bytes) => store.insert(key.clone(), bytes.clone()),
-            None => store.remove(key),
-        };
-    }
-    changed.len()
-}
-
-/// `g` as it is, and two gateways that continue it after a restart: one
-/// restored from its whole snapshot, one from the records a host stored as
-/// `g` handed them over (`store`, brought up to date first).
-fn kept_and_restored(
-    mut g: GatewayCore,
-    store: &mut BTreeMap<String, Vec<u8>>,
-) -> [(&'static str, GatewayCore); 3] {
-    apply(store, &mut g);
-    let from_snapshot = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
-    let from_records = restored(store);
-    [
-        ("not restarted", g),
-        ("restored from its snapshot", from_snapshot),
-        ("restored from its stored records", from_records),
-    ]
-}
-
-fn restored(store: &BTreeMap<String, Vec<u8>>) -> GatewayCore {
-    GatewayCore::restore_records(
-        store.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
-        GatewayConfig::default(),
-    )
-    .unwrap()
 }
 
 #[test]
@@ -478,60 +426,5 @@ fn a_restored_gateway_still_holds_a_freed_slot_for_its_ticket_bug_tickets_were_n
         );
         let served = acquire_one_slot(&mut gateway, ticket, T0 + 62);
         assert_eq!(served["granted"], 1, "{how}: the ticket's holder is served");
-    }
-}
-
-/// A charge of one tool call to `run` under `id`, marked resent or not.
-fn charge_one(g: &mut GatewayCore, run: &str, id: &str, resent: bool, now: u64) -> (u16, String) {
-    let body = format!(
-        r#"{{"rootRunId":"{run}","reservationId":"{id}","resent":{resent},"charges":[{{"key":"toolCall","amount":1,"limit":1000}}]}}"#
-    );
-    let r = handle(g, "POST", "/v1/budget/charge", body.as_bytes(), now);
-    (r.status, r.body)
-}
-
-#[test]
-fn a_version_5_run_that_held_128_reservations_refuses_an_unknown_resent_id_for_the_reach_after_its_last_charge(
-) {
-    // Written by the version-5 build: run-full made 130 reservations at
-    // T0 + 5 ms (so it forgot two; version 5 did not record when), and
-    // run-short three.
-    let v5 = include_bytes!("fixtures/gateway-snapshot-v5.bin");
-    assert_eq!(v5[4], 5, "the fixture is version 5");
-    let records = records_from_hex(include_str!("fixtures/gateway-records-v5.json"));
-    assert!(records.values().all(|bytes| bytes[4] == 5));
-    let from_snapshot = GatewayCore::restore(v5, GatewayConfig::default()).unwrap();
-    let from_records = restored(&records);
-    assert_eq!(from_snapshot.snapshot(), from_records.snapshot());
-    for (how, mut g) in [("snapshot", from_snapshot), ("records", from_records)] {
-        let (status, body) = charge_one(&mut g, "run-full", "r0", true, T0 + 6);
-        assert_eq!(status, 400, "{how}: r0 may have been counted: {body}");
-        assert!(body.contains("may have been counted already"), "{body}");
-        let (status, body) = charge_one(&mut g, "run-full", "r129", true, T0 + 6);
-        assert_eq!(status, 200, "{how}: a remembered id answers: {body}");
-        assert_eq!(g.budget_counter("run-full", "toolCall"), 130, "{how}");
-        let (status, body) = charge_one(&mut g, "run-short", "lost", true, T0 + 6);
-        assert_eq!(status, 200, "{how}: run-short forgot nothing: {body}");
-        let after_reach = T0 + 5 + RESENT_REACH_MS + 1;
-        let (status, body) = charge_one(&mut g, "run-full", "late", true, after_reach);
-        assert_eq!(status, 200, "{how}: past the reach: {body}");
-        let again = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
-        assert_eq!(again.snapshot()[4], CURRENT);
-        assert_eq!(again.snapshot(), g.snapshot(), "{how}");
-    }
-}
-
-#[test]
-fn a_restored_run_still_refuses_a_resent_id_it_may_have_forgotten() {
-    let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
-    let mut store = BTreeMap::new();
-    for i in 0..=256 {
-        let (status, body) = charge_one(&mut g, "run", &format!("r{i}"), false, T0 + i);
-        assert_eq!(status, 200, "{body}");
-    }
-    for (how, mut gateway) in kept_and_restored(g, &mut store) {
-        let (status, body) = charge_one(&mut gateway, "run", "r0", true, T0 + 1_000);
-        assert_eq!(status, 400, "{how}: {body}");
-        assert_eq!(gateway.budget_counter("run", "toolCall"), 257, "{how}");
     }
 }

@@ -13,13 +13,12 @@
 //! Forgetting a reservation must never let it count twice. A client marks
 //! an id it sends again as `resent`, and does so only within
 //! [`RESEND_HORIZON_MS`](crate::protocol::limits::RESEND_HORIZON_MS) of
-//! its first send. So an unknown resent id is
-//! either one that never arrived (count it) or one this ledger forgot: the
-//! latter is possible only if the ledger forgot a reservation within
-//! [`RESENT_REACH_MS`] (the client's horizon plus time in transit), and
-//! then the id is refused with a message saying so, never counted again.
-//! A run with fewer reservations than the bound in that time forgets none
-//! a client may still send.
+//! its first send. So an unknown resent id is either one that never
+//! arrived (count it) or one this ledger forgot: the latter is possible
+//! only if the ledger forgot a reservation within [`RESENT_REACH_MS`] (the
+//! client's horizon plus time in transit), and then the id is refused with
+//! a message saying so, never counted again. A run with fewer reservations
+//! than the bound in that time forgets none a client may still send.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 

@@ -13,6 +13,7 @@ use common::rig::SimRig;
 use paceline::client::{
     BudgetState, GatewayBudgetState, GatewayPort, LocalBudgetState, CHARGE_TURN_TIMEOUT_MS,
 };
+use paceline::protocol::limits::RESEND_HORIZON_MS;
 use paceline::protocol::{
     AcquireRequest, AcquireResponse, BudgetCharge, ChargeRequest, ChargeResponse, ObserveRequest,
     ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest, ReleaseResponse,
@@ -23,21 +24,29 @@ use paceline::time::{Clock, Millis};
 use paceline::{ErrorCode, Result};
 
 fn tool_call(limit: u64) -> Vec<BudgetCharge> {
+    tool_calls(1, limit)
+}
+
+fn tool_calls(amount: u64, limit: u64) -> Vec<BudgetCharge> {
     vec![BudgetCharge {
         key: "toolCall".into(),
-        amount: 1,
+        amount,
         limit,
     }]
 }
 
-fn setup() -> (SimRuntime, Rc<ScriptedPort>, Rc<GatewayBudgetState>) {
-    let rig = SimRig::new(0);
-    let budget = Rc::new(rig.budget(9));
-    (rig.rt, rig.port, budget)
-}
-
 fn counter(port: &ScriptedPort, key: &str) -> u64 {
     port.gateway.core.borrow().budget_counter("run", key)
+}
+
+/// `charges` charged to the run, run to their answer on virtual time.
+fn charge_now(
+    rt: &SimRuntime,
+    budget: &Rc<GatewayBudgetState>,
+    charges: Vec<BudgetCharge>,
+) -> Result<ChargeResponse> {
+    let b = budget.clone();
+    block_on(rt, async move { b.charge("run", &charges).await })
 }
 
 #[test]
@@ -73,13 +82,10 @@ fn local_charges_apply_all_keys_or_none() {
 
 #[test]
 fn many_charges_cost_one_reservation_of_a_block() {
-    let (rt, port, budget) = setup();
-    let b = budget.clone();
-    block_on(&rt, async move {
-        for _ in 0..100 {
-            b.charge("run", &tool_call(10_000)).await.unwrap();
-        }
-    });
+    let (rt, port, budget) = stalling(&[]);
+    for _ in 0..100 {
+        charge_now(&rt, &budget, tool_call(10_000)).unwrap();
+    }
     assert_eq!(port.charges.borrow().len(), 1);
     assert_eq!(
         counter(&port, "toolCall"),
@@ -91,7 +97,7 @@ fn many_charges_cost_one_reservation_of_a_block() {
 
 #[test]
 fn at_the_limit_a_block_falls_back_to_the_exact_shortfall() {
-    let (rt, port, budget) = setup();
+    let (rt, port, budget) = stalling(&[]);
     let b = budget.clone();
     let results = block_on(&rt, async move {
         let mut ok = 0;
@@ -119,12 +125,9 @@ fn at_the_limit_a_block_falls_back_to_the_exact_shortfall() {
 
 #[test]
 fn a_lost_answer_is_retried_with_the_same_reservation_and_counted_once() {
-    let (rt, port, budget) = setup();
+    let (rt, port, budget) = stalling(&[]);
     port.lose_answer.set(1);
-    let b = budget.clone();
-    block_on(&rt, async move {
-        b.charge("run", &tool_call(10_000)).await.unwrap()
-    });
+    charge_now(&rt, &budget, tool_call(10_000)).unwrap();
     let ids: Vec<String> = port
         .charges
         .borrow()
@@ -138,33 +141,20 @@ fn a_lost_answer_is_retried_with_the_same_reservation_and_counted_once() {
 
 #[test]
 fn a_failed_reservation_restores_the_local_counters() {
-    let (rt, port, budget) = setup();
-    let b = budget.clone();
-    block_on(&rt, async move {
-        b.charge("run", &tool_call(10_000)).await.unwrap()
-    });
-    for _ in 0..255 {
-        let b = budget.clone();
-        block_on(&rt, async move {
-            b.charge("run", &tool_call(10_000)).await.unwrap()
-        });
+    let (rt, port, budget) = stalling(&[]);
+    for _ in 0..256 {
+        charge_now(&rt, &budget, tool_call(10_000)).unwrap();
     }
     assert_eq!(budget.reserved_unused("run", "toolCall"), 0);
     port.refuse.set(3);
-    let b = budget.clone();
-    let e = block_on(&rt, async move {
-        b.charge("run", &tool_call(10_000)).await.unwrap_err()
-    });
+    let e = charge_now(&rt, &budget, tool_call(10_000)).unwrap_err();
     assert_eq!(e.code, ErrorCode::GatewayUnavailable);
     assert_eq!(
         budget.reserved_unused("run", "toolCall"),
         0,
         "nothing was reserved"
     );
-    let b = budget.clone();
-    block_on(&rt, async move {
-        b.charge("run", &tool_call(10_000)).await.unwrap()
-    });
+    charge_now(&rt, &budget, tool_call(10_000)).unwrap();
     assert_eq!(counter(&port, "toolCall"), 512);
     assert_eq!(budget.reserved_unused("run", "toolCall"), 255);
 }
@@ -223,7 +213,8 @@ impl GatewayPort for StallingPort {
     }
 }
 
-/// A budget state whose next charges stall as `stalls` says.
+/// A budget state whose next charges stall as `stalls` says (none: the
+/// scripted port as it is).
 fn stalling(stalls: &[Stall]) -> (SimRuntime, Rc<ScriptedPort>, Rc<GatewayBudgetState>) {
     let rig = SimRig::new(0);
     let port = Rc::new(StallingPort {
@@ -351,14 +342,9 @@ fn a_lost_reservation_the_gateway_refused_is_settled_as_nothing_reserved() {
     ));
     let charge = |b: &Rc<GatewayBudgetState>, amount: u64| {
         let b = b.clone();
-        let one = vec![BudgetCharge {
-            key: "toolCall".into(),
-            amount,
-            limit: 300,
-        }];
-        async move { b.charge("run", &one).await }
+        async move { b.charge("run", &tool_calls(amount, 300)).await }
     };
-    block_on(&rt, charge(&other, 250)).unwrap();
+    charge_now(&rt, &other, tool_calls(250, 300)).unwrap();
     assert_eq!(counter(&port, "toolCall"), 256, "another isolate's block");
     // This state's block of 256 would cross the limit: refused, and the
     // refusal never comes back.
@@ -377,4 +363,84 @@ fn a_lost_reservation_the_gateway_refused_is_settled_as_nothing_reserved() {
         0,
         "the refused block reserved nothing"
     );
+}
+
+/// `n` reservations of one unit each, made by other isolates of the run
+/// straight at the gateway.
+fn others_reserve(rt: &SimRuntime, port: &ScriptedPort, n: usize) {
+    for i in 0..n {
+        let req = paceline::sim::charge_request(
+            "run",
+            &format!("other-{i}"),
+            None,
+            &[("toolCall", 1, 10_000)],
+        );
+        port.gateway
+            .core
+            .borrow_mut()
+            .charge(&req, rt.now_ms())
+            .unwrap();
+    }
+}
+
+/// A charge whose answer is lost once the gateway counted it, `newer`
+/// reservations by other isolates, then this state's next charge at `next`.
+fn lost_then_others(newer: usize, next: Millis) -> (Rc<ScriptedPort>, Rc<GatewayBudgetState>) {
+    let (rt, port, budget) = stalling(&[Stall::Forever]);
+    charge_at(&rt, &budget, T0);
+    rt.run_until(T0 + 1);
+    others_reserve(&rt, &port, newer);
+    let answered = charge_at(&rt, &budget, next);
+    rt.run_until(next + 2 * CHARGE_TURN_TIMEOUT_MS);
+    let (answer, _) = answered.borrow_mut().take().expect("answered");
+    answer.unwrap();
+    (port, budget)
+}
+
+#[test]
+fn a_lost_reservation_settled_after_more_than_128_newer_ones_is_counted_once() {
+    let (port, budget) = lost_then_others(129, T0 + 2);
+    let lost = reservation_ids(&port)[0].clone();
+    let resent: Vec<bool> = port
+        .charges
+        .borrow()
+        .iter()
+        .filter(|c| c.reservation_id == lost)
+        .map(|c| c.resent)
+        .collect();
+    assert_eq!(resent, [false, true], "sent, then resent marked as such");
+    assert_eq!(
+        counter(&port, "toolCall"),
+        256 + 129,
+        "the lost block counted once"
+    );
+    assert_eq!(budget.reserved_unused("run", "toolCall"), 255);
+}
+
+#[test]
+fn a_lost_reservation_the_gateway_may_have_forgotten_is_let_go_not_counted_twice() {
+    let (port, budget) = lost_then_others(300, T0 + 2);
+    // The resend is refused, and the next charge reserves a block of its
+    // own. The lost block's units stay counted and unused: the run stops
+    // short of its limit by them, never past it.
+    let ids = reservation_ids(&port);
+    assert_eq!(ids.len(), 3, "{ids:?}");
+    assert_eq!(ids[0], ids[1], "the lost reservation, resent");
+    assert_ne!(ids[2], ids[0], "a reservation of its own");
+    assert_eq!(counter(&port, "toolCall"), 256 + 300 + 256);
+    assert_eq!(budget.reserved_unused("run", "toolCall"), 255);
+}
+
+#[test]
+fn a_lost_reservation_is_not_sent_again_past_the_resend_horizon() {
+    let late = T0 + RESEND_HORIZON_MS + 1;
+    let (port, budget) = lost_then_others(0, late);
+    let lost = reservation_ids(&port)[0].clone();
+    let sent = reservation_ids(&port)
+        .iter()
+        .filter(|id| **id == lost)
+        .count();
+    assert_eq!(sent, 1, "never resent");
+    assert_eq!(counter(&port, "toolCall"), 2 * 256);
+    assert_eq!(budget.reserved_unused("run", "toolCall"), 255);
 }

@@ -7,6 +7,7 @@
 mod common;
 
 use common::gateway::{acquire, charge, penalize, post, release};
+use common::records::CURRENT_FORMAT;
 use paceline::gateway::{
     GatewayConfig, GatewayCore, FORGET_CUT_AFTER_US, MAX_BUDGET_KEYS, MAX_LIVE_LEASES, RUN_IDLE_US,
 };
@@ -319,7 +320,7 @@ fn a_version_1_snapshot_restores_and_continues_its_leases_budgets_and_cuts() {
         "the pending cut survived"
     );
     let current = g.snapshot();
-    assert_eq!(current[4], 6, "written in the current format");
+    assert_eq!(current[4], CURRENT_FORMAT, "written in the current format");
     assert_eq!(
         GatewayCore::restore(&current, GatewayConfig::default())
             .unwrap()

@@ -340,6 +340,7 @@ fn run(rules: Vec<PacingRule>, ops: Vec<Op>) -> Result<(), TestCaseError> {
                     reservation_id: format!("res{reservation}"),
                     run_scope_token: None,
                     charges: charges.clone(),
+                    resent: false,
                 };
                 let result = g.charge(&req, now);
                 match m.reservations.get(&(run, reservation)) {

@@ -6,6 +6,9 @@
 
 use std::collections::BTreeMap;
 
+mod common;
+
+use common::records::{apply, kept_and_restored, records_from_hex, restored, CURRENT_FORMAT};
 use paceline::gateway::{handle, GatewayConfig, GatewayCore};
 
 const T0: u64 = 1_767_225_600_000;
@@ -83,16 +86,7 @@ const V4_RECORDS: &str = include_str!("fixtures/gateway-records-v4.json");
 
 /// The version-4 records a Durable Object stored for the scenario.
 fn v4_records() -> BTreeMap<String, Vec<u8>> {
-    let hex: BTreeMap<String, String> = serde_json::from_str(V4_RECORDS).unwrap();
-    hex.into_iter()
-        .map(|(key, text)| {
-            let bytes = (0..text.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap())
-                .collect();
-            (key, bytes)
-        })
-        .collect()
+    records_from_hex(V4_RECORDS)
 }
 
 /// Each record of `g` as it is written now.
@@ -110,8 +104,8 @@ fn version_3_and_4_snapshots_restore_to_the_state_they_were_written_from_but_its
     assert_eq!(from_v3.snapshot(), from_v4.snapshot());
     assert_eq!(
         from_v4.snapshot()[4],
-        6,
-        "written again in the current format"
+        CURRENT_FORMAT,
+        "written in the current version"
     );
     // Neither kept the streams of the leased bucket's slots; every other
     // record is the scenario's to the byte.
@@ -139,13 +133,13 @@ fn stored_version_4_records_restore_and_mix_with_the_current_records_written_aft
         2,
         "its bucket and the lease counter"
     );
-    assert_eq!(store["bucket:org:leased"][4], 6);
+    assert_eq!(store["bucket:org:leased"][4], CURRENT_FORMAT);
     assert_eq!(store["run:run-1"][4], 4, "untouched records stay as stored");
     assert_eq!(restored(&store).snapshot(), g.snapshot());
 }
 
 #[test]
-fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_in_the_current_format()
+fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_in_the_current_version()
 {
     // Version 2 kept no counts for the adaptive rate's cuts: those start
     // empty, so the state equals the scenario's but for them.
@@ -155,7 +149,7 @@ fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_in_t
     assert_eq!(restored.budget_counter("run-1", "toolCall"), 3);
     assert_eq!(restored.bucket_count(), 4);
     let again = restored.snapshot();
-    assert_eq!(again[4], 6);
+    assert_eq!(again[4], CURRENT_FORMAT);
     let back = GatewayCore::restore(&again, GatewayConfig::default()).unwrap();
     assert_eq!(back.snapshot(), again);
     let rules = r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":10}]"#;
@@ -172,26 +166,6 @@ fn a_version_2_snapshot_restores_its_leases_and_ledger_and_is_written_again_in_t
         grant["granted"], 6,
         "four of its ten slots are still leased"
     );
-}
-
-/// A host's storage: records applied as `take_changed_records` hands them.
-fn apply(store: &mut BTreeMap<String, Vec<u8>>, g: &mut GatewayCore) -> usize {
-    let changed = g.take_changed_records();
-    for (key, value) in &changed {
-        match value {
-            Some(bytes) => store.insert(key.clone(), bytes.clone()),
-            None => store.remove(key),
-        };
-    }
-    changed.len()
-}
-
-fn restored(store: &BTreeMap<String, Vec<u8>>) -> GatewayCore {
-    GatewayCore::restore_records(
-        store.iter().map(|(k, v)| (k.as_str(), v.as_slice())),
-        GatewayConfig::default(),
-    )
-    .unwrap()
 }
 
 #[test]
@@ -363,14 +337,7 @@ fn a_restored_gateway_starts_no_call_on_a_freed_slot_before_its_stream_allows() 
         T0 + 210,
     );
     assert_eq!(r.status, 200, "{}", r.body);
-    apply(&mut store, &mut g);
-    let from_snapshot = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
-    let from_records = restored(&store);
-    for (how, mut gateway) in [
-        ("not restarted", g),
-        ("restored from its snapshot", from_snapshot),
-        ("restored from its stored records", from_records),
-    ] {
+    for (how, mut gateway) in kept_and_restored(g, &mut store) {
         let next = acquire_streamed(&mut gateway, 1, T0 + 300);
         assert_eq!(
             next["scheduledAtMs"],
@@ -403,19 +370,61 @@ fn a_restored_gateway_still_ends_a_kept_leases_chain_on_time_while_others_wait()
         keep(&mut g, "", 1, T0 + 2_500)["leaseIds"],
         serde_json::json!([])
     );
-    apply(&mut store, &mut g);
-    let from_snapshot = GatewayCore::restore(&g.snapshot(), GatewayConfig::default()).unwrap();
-    let from_records = restored(&store);
-    for (how, mut gateway) in [
-        ("not restarted", g),
-        ("restored from its snapshot", from_snapshot),
-        ("restored from its stored records", from_records),
-    ] {
+    for (how, mut gateway) in kept_and_restored(g, &mut store) {
         let renewal = keep(&mut gateway, &lease, 0, T0 + 3_001);
         assert_eq!(
             renewal["keptLeaseIds"],
             serde_json::json!([]),
             "{how}: the chain is over and the slot goes back"
         );
+    }
+}
+
+/// An acquire of one slot of a bucket with one, by a client that takes turn
+/// tickets and shows `ticket` (0 for none).
+fn acquire_one_slot(g: &mut GatewayCore, ticket: u64, now: u64) -> serde_json::Value {
+    let body = format!(
+        r#"{{"bucketId":"b","rules":[{{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":1}}],"requested":1,"turnTicket":{ticket}}}"#
+    );
+    let r = handle(g, "POST", "/v1/rate/acquire", body.as_bytes(), now);
+    assert_eq!(r.status, 200, "{}", r.body);
+    serde_json::from_str(&r.body).unwrap()
+}
+
+#[test]
+fn a_restored_gateway_still_holds_a_freed_slot_for_its_ticket_bug_tickets_were_not_in_the_snapshot()
+{
+    // One slot, held from 0 ms; a client refused at 1 ms is booked a turn.
+    // The slot is freed at 60 ms and the gateway restarts. A restore used
+    // to forget the booking: the freed slot went to whoever asked first,
+    // and new tickets were numbered from 1 again.
+    let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
+    let mut store = BTreeMap::new();
+    let holder = acquire_one_slot(&mut g, 0, T0);
+    let refused = acquire_one_slot(&mut g, 0, T0 + 1);
+    assert_eq!(refused["granted"], 0);
+    let ticket = refused["turnTicket"].as_u64().expect("a ticket");
+    let release = format!(
+        r#"{{"bucketId":"b","rules":[{{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":1}}],"leaseIds":[{}]}}"#,
+        holder["leaseIds"][0]
+    );
+    let r = handle(
+        &mut g,
+        "POST",
+        "/v1/rate/release",
+        release.as_bytes(),
+        T0 + 60,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    for (how, mut gateway) in kept_and_restored(g, &mut store) {
+        let cut_in = acquire_one_slot(&mut gateway, 0, T0 + 61);
+        assert_eq!(cut_in["granted"], 0, "{how}: the slot is held");
+        let behind = cut_in["turnTicket"].as_u64().expect("a ticket");
+        assert!(
+            behind > ticket,
+            "{how}: a newer ticket, {behind} after {ticket}"
+        );
+        let served = acquire_one_slot(&mut gateway, ticket, T0 + 62);
+        assert_eq!(served["granted"], 1, "{how}: the ticket's holder is served");
     }
 }

@@ -35,6 +35,7 @@ import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { Miniflare } from "miniflare";
 import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { timeIt } from "./lib/time-it.mjs";
 
 const { values } = parseArgs({ options: { baseline: { type: "string" }, runs: { type: "string", default: "11" } } });
 const runs = Number(values.runs);
@@ -140,12 +141,6 @@ function compiledByPhase(p) {
   const [init, state, permit] = ["init", "state", "permit"].map(upTo);
   const less = (a, b) => ({ functions: a.functions - b.functions, bytes: a.bytes - b.bytes });
   return { state: less(state, init), permit: less(permit, state) };
-}
-
-async function timeIt(fn) {
-  const start = performance.now();
-  await fn();
-  return performance.now() - start;
 }
 
 const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));

@@ -12,6 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { bundleWorker, repoRoot } from "../lib/bundle-worker.mjs";
+import { timeIt } from "./lib/time-it.mjs";
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const DRAWS = 900;
@@ -32,12 +33,6 @@ export default {
     return new Response("ok");
   },
 };`;
-
-async function timeIt(fn) {
-  const start = performance.now();
-  await fn();
-  return performance.now() - start;
-}
 
 const work = mkdtempSync(join(tmpdir(), "paceline-figures-"));
 const probePath = join(work, "probe.mjs");

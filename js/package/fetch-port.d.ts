@@ -120,6 +120,12 @@ export interface ChargeRequest {
   rootRunId: string;
   reservationId: string;
   charges: BudgetCharge[];
+  /**
+   * Set when `reservationId` was sent before and its answer not read: a
+   * gateway that may have forgotten the id refuses it (`INVALID_INPUT`)
+   * rather than count it twice.
+   */
+  resent?: boolean;
 }
 
 export interface ChargeResponse {

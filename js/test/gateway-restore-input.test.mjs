@@ -17,3 +17,37 @@ test("restoreRecords still takes a Map and an array of pairs", () => {
   assert.ok(P.GatewayCore.restoreRecords(records) instanceof P.GatewayCore);
   assert.ok(P.GatewayCore.restoreRecords(new Map(records)) instanceof P.GatewayCore);
 });
+
+test("restoreRecords refuses an endless iterator promptly (it used to loop until the memory ran out)", () => {
+  const meta = new P.GatewayCore().records()[0];
+  let yielded = 0;
+  const endless = {
+    *[Symbol.iterator]() {
+      for (;;) {
+        yielded += 1;
+        yield meta;
+      }
+    },
+  };
+  assert.throws(
+    () => P.GatewayCore.restoreRecords(endless),
+    (e) => e.code === "INVALID_INPUT" && /more than 20001, the most a gateway with maxBuckets 10000/.test(e.message),
+  );
+  assert.equal(yielded, 20_002, "it stopped one past the most a gateway stores");
+});
+
+test("restoreRecords turns an iterator that throws into INVALID_INPUT", () => {
+  const throwing = {
+    [Symbol.iterator]() {
+      return {
+        next() {
+          throw new Error("boom");
+        },
+      };
+    },
+  };
+  assert.throws(
+    () => P.GatewayCore.restoreRecords(throwing),
+    (e) => e.code === "INVALID_INPUT" && /must be an iterable/.test(e.message),
+  );
+});

@@ -11,6 +11,7 @@ use super::budget_turn::{Turn, Turns};
 use super::port::GatewayPort;
 use super::retry::with_retries;
 use crate::error::{Error, ErrorCode, Result};
+use crate::protocol::limits::RESEND_HORIZON_MS;
 use crate::protocol::{BudgetCharge, BudgetKind, ChargeRequest, ChargeResponse};
 use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::Millis;
@@ -77,6 +78,14 @@ const TURN_POLL_MS: Millis = 5;
 /// lost its request at the gateway, and the next charge settles it.
 const MAX_UNSETTLED: usize = 16;
 
+/// A reservation sent and not settled, with when it was first sent: it is
+/// sent again only within [`RESEND_HORIZON_MS`] of that, the time for
+/// which the gateway vouches never to count a resent id twice.
+struct Unsettled {
+    request: ChargeRequest,
+    first_sent: Millis,
+}
+
 /// Reserves budget at the gateway in coarse blocks and charges each local
 /// operation against them exactly once.
 ///
@@ -95,7 +104,7 @@ pub struct GatewayBudgetState {
     /// One charge at a time, in arrival order, each for a bounded time.
     turns: Turns,
     /// Reservations sent and not settled, oldest first.
-    unsettled: RefCell<Vec<ChargeRequest>>,
+    unsettled: RefCell<Vec<Unsettled>>,
     id_prefix: String,
     next_id: Cell<u64>,
     /// Sent with every charge, for a gateway with a secret.
@@ -243,7 +252,9 @@ impl GatewayBudgetState {
             reservation_id: self.reservation_id(),
             run_scope_token: self.run_scope_token.clone(),
             charges: charges.to_vec(),
+            resent: false,
         };
+        let first_sent = self.rt.now_ms();
         {
             let mut unsettled = self.unsettled.borrow_mut();
             if unsettled.len() >= MAX_UNSETTLED {
@@ -251,14 +262,40 @@ impl GatewayBudgetState {
                 // run stops short of its limit by them, never past it.
                 unsettled.remove(0);
             }
-            unsettled.push(request.clone());
+            unsettled.push(Unsettled {
+                request: request.clone(),
+                first_sent,
+            });
         }
-        let answer = self.send(&request).await;
+        let answer = self.send(&request, first_sent).await;
         self.settled(turn, &request).then_some(answer)
     }
 
-    async fn send(&self, request: &ChargeRequest) -> Result<ChargeResponse> {
-        with_retries(&*self.rt, || self.port.charge(request.clone())).await
+    /// Sends `request` until the gateway answers or the retries run out.
+    /// Every attempt after its first ever is marked resent, so a gateway
+    /// that may have forgotten the id refuses it rather than count it
+    /// again; none goes out past [`RESEND_HORIZON_MS`] after `first_sent`.
+    async fn send(&self, request: &ChargeRequest, first_sent: Millis) -> Result<ChargeResponse> {
+        let mut resent = request.resent;
+        with_retries(&*self.rt, || {
+            let attempt = ChargeRequest {
+                resent,
+                ..request.clone()
+            };
+            resent = true;
+            let age = self.rt.now_ms().saturating_sub(first_sent);
+            async move {
+                if attempt.resent && age > RESEND_HORIZON_MS {
+                    return Err(Error::unavailable(format!(
+                        "reservation {} was first sent {age} ms ago, past the {RESEND_HORIZON_MS} ms \
+                         for which a gateway tells a resent id from a new one: it is not sent again",
+                        attempt.reservation_id
+                    )));
+                }
+                self.port.charge(attempt).await
+            }
+        })
+        .await
     }
 
     /// Takes `request` off the unsettled list if `turn` still holds the
@@ -270,7 +307,7 @@ impl GatewayBudgetState {
         let mut unsettled = self.unsettled.borrow_mut();
         if let Some(at) = unsettled
             .iter()
-            .position(|r| r.reservation_id == request.reservation_id)
+            .position(|u| u.request.reservation_id == request.reservation_id)
         {
             unsettled.remove(at);
         }
@@ -279,15 +316,29 @@ impl GatewayBudgetState {
 
     /// Asks the gateway again for every reservation whose answer no charge
     /// read, and keeps the units each reserved. A refused one reserved
-    /// nothing; one that fails again is let go, its units (if the gateway
-    /// counted them) never used. `None` if the turn was lost meanwhile.
+    /// nothing; one that fails again, or is too old to send again, is let
+    /// go, its units (if the gateway counted them) never used. `None` if
+    /// the turn was lost meanwhile.
     async fn settle(&self, turn: &Turn) -> Option<()> {
         loop {
-            let next = self.unsettled.borrow().first().cloned();
-            let Some(request) = next else {
+            let next = self
+                .unsettled
+                .borrow()
+                .first()
+                .map(|u| (u.request.clone(), u.first_sent));
+            let Some((request, first_sent)) = next else {
                 return Some(());
             };
-            let answer = self.send(&request).await;
+            if self.rt.now_ms().saturating_sub(first_sent) > RESEND_HORIZON_MS {
+                self.unsettled.borrow_mut().remove(0);
+                continue;
+            }
+            let resend = ChargeRequest {
+                resent: true,
+                ..request
+            };
+            let answer = self.send(&resend, first_sent).await;
+            let request = resend;
             if !self.settled(turn, &request) {
                 return None;
             }

@@ -64,8 +64,7 @@ pub(crate) struct Bucket {
     pub returns: ReturnPool,
     /// Permits granted and 429s lately, for what the provider accepted.
     pub throughput: Throughput,
-    /// Clients refused a slot, each holding its turn (not in a snapshot: a
-    /// restored gateway's clients ask again, as clients without tickets do).
+    /// Clients refused a slot, each holding its turn.
     pub tickets: TurnTickets,
 }
 

@@ -377,7 +377,7 @@ impl GatewayCore {
             }
         }
         let ledger = self.ledgers.entry(run.clone()).or_default();
-        let result = ledger.charge(req);
+        let result = ledger.charge(req, now);
         if ledger.order.is_empty() {
             // A new run's first charge was refused: nothing to keep.
             self.ledgers.remove(run);

@@ -16,20 +16,25 @@ use super::timeline::Micros;
 const GRACE_US: Micros = 250_000;
 
 /// The most tickets outstanding per bucket; past it the oldest is void.
-const MAX_TICKETS: usize = 256;
+pub(crate) const MAX_TICKETS: usize = 256;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Booking {
-    ticket: u64,
-    turn: Micros,
-    slots: u64,
+pub(crate) struct Booking {
+    pub ticket: u64,
+    pub turn: Micros,
+    pub slots: u64,
 }
 
+/// In a snapshot (a record of its own in the bucket's): a Durable Object
+/// can be evicted between a refusal and the client's return, and a
+/// restored gateway that forgot them would hand freed slots to whoever
+/// asks first, and number new tickets from 1 again, so a ticket shown from
+/// before the restore could take another client's place.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct TurnTickets {
-    last: u64,
+    pub last: u64,
     /// In ticket order.
-    booked: VecDeque<Booking>,
+    pub booked: VecDeque<Booking>,
 }
 
 impl TurnTickets {

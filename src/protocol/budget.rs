@@ -29,6 +29,12 @@ pub struct ChargeRequest {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub run_scope_token: Option<String>,
     pub charges: Vec<BudgetCharge>,
+    /// Set when this id was sent before and its answer was not read: the
+    /// gateway then refuses it if it may have forgotten the id, rather than
+    /// count it a second time. A client resends an id for at most
+    /// [`limits::RESEND_HORIZON_MS`] after its first send.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub resent: bool,
 }
 
 impl Decode for ChargeRequest {
@@ -61,6 +67,7 @@ impl Decode for ChargeRequest {
                 .opt_string("runScopeToken", limits::MAX_TOKEN_BYTES)?
                 .map(|t| t.trim().to_owned()),
             charges,
+            resent: f.opt_bool("resent")?.unwrap_or(false),
         })
     }
 }

@@ -55,6 +55,13 @@ pub mod limits {
     /// run's stored ledger small.
     pub const MAX_BUDGET_KEY_BYTES: usize = 64;
     pub const MAX_RESERVATION_ID_BYTES: usize = 64;
+    /// A client sends a reservation id again (its answer lost) for at most
+    /// this long after it first sent it: five minutes.
+    pub const RESEND_HORIZON_MS: u64 = 5 * 60_000;
+    /// A gateway answers a resent id it may have forgotten with a refusal
+    /// for this long after it last forgot one: the client's horizon plus as
+    /// much again for a request's time in transit.
+    pub const RESENT_REACH_MS: u64 = 2 * RESEND_HORIZON_MS;
     pub const MAX_BUDGET: u64 = 1_000_000_000;
     pub const MAX_DISPATCH_LEAD_MS: u64 = 10_000;
     pub const MAX_DISPATCH_TOLERANCE_MS: u64 = 60_000;

@@ -22,5 +22,6 @@ pub fn charge_request(
                 limit: *limit,
             })
             .collect(),
+        resent: false,
     }
 }

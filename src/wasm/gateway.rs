@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 use super::js::{random_key, to_js};
 use super::reader::{message, string, time, ObjectArg, MAX_SAFE_INTEGER};
 use crate::client::LOCAL_WINDOW_GUARD_MS;
-use crate::error::Error;
+use crate::error::{Detail, Error};
 use crate::gateway::{self, GatewayConfig};
 use crate::protocol::{
     self, encode, limits, AcquireRequest, ChargeRequest, ErrorBody, PenalizeRequest, ReleaseRequest,
@@ -49,12 +49,6 @@ export interface BucketView {
   serverNowMs: number;
 }
 "#;
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(catch, js_namespace = Array, js_name = from)]
-    fn array_from(value: &JsValue) -> Result<js_sys::Array, JsValue>;
-}
 
 /// The core is made at its first use, not by the constructor: its lease
 /// key comes from `crypto.getRandomValues`, which workerd refuses at a
@@ -287,23 +281,32 @@ impl JsGatewayCore {
         #[wasm_bindgen(unchecked_optional_param_type = "GatewayCoreOptions")] options: JsValue,
     ) -> Result<JsGatewayCore, JsValue> {
         let config = config_from(&options)?;
-        // Only an iterable: Array.from would also take an array-like, and
-        // one claiming a length of 2^31 exhausts the JS heap.
-        let iterable = js_sys::Reflect::get(&records, &js_sys::Symbol::iterator())
-            .is_ok_and(|f| f.is_function());
-        if !iterable {
-            return Err(Error::invalid(
+        // Only an iterable, walked one pair at a time: Array.from would also
+        // take an array-like (one claiming a length of 2^31 exhausts the JS
+        // heap), and would never return from an endless iterator.
+        let not_iterable = || {
+            Error::invalid(
                 "records must be an iterable of [key, bytes] pairs, such as a Map or an array",
             )
-            .into());
-        }
-        let pairs = array_from(&records).map_err(|e| {
-            Error::invalid("records must be an iterable of [key, bytes] pairs (see cause)")
-                .with_detail(crate::error::Detail::Cause(super::error::keep(e)))
-        })?;
-        let mut owned = Vec::with_capacity(pairs.length() as usize);
+        };
+        let pairs = js_sys::try_iter(&records)
+            .map_err(|e| not_iterable().with_detail(Detail::Cause(super::error::keep(e))))?
+            .ok_or_else(not_iterable)?;
+        // A gateway stores its meta record and one per bucket and run.
+        let max_records = 1 + config.max_buckets + config.max_runs;
+        let mut owned = Vec::new();
         let mut total: u64 = 0;
-        for pair in pairs.iter() {
+        for pair in pairs {
+            let pair =
+                pair.map_err(|e| not_iterable().with_detail(Detail::Cause(super::error::keep(e))))?;
+            if owned.len() >= max_records {
+                return Err(Error::invalid(format!(
+                    "the records are more than {max_records}, the most a gateway with maxBuckets {} \
+                     and maxRuns {} stores",
+                    config.max_buckets, config.max_runs
+                ))
+                .into());
+            }
             let key = js_sys::Reflect::get_u32(&pair, 0).unwrap_or(JsValue::UNDEFINED);
             let key = string(&key, "a record's key", 4 * limits::MAX_ID_BYTES)?;
             let bytes = js_sys::Reflect::get_u32(&pair, 1)

@@ -4,6 +4,7 @@
 
 pub mod gateway;
 pub mod port;
+pub mod records;
 pub mod rig;
 
 use paceline::protocol::{
@@ -299,6 +300,13 @@ pub fn other_rejects() -> Vec<(&'static str, Result<String, String>, &'static st
                 r#"{"rootRunId":"r","reservationId":"x","charges":[{"key":"retry","amount":1,"limit":3},{"key":"retry","amount":1,"limit":3}]}"#,
             ),
             "charges[1].key repeats the key \"retry\"",
+        ),
+        (
+            "charge marked resent with a string",
+            err::<ChargeRequest>(
+                r#"{"rootRunId":"r","reservationId":"x","resent":"yes","charges":[{"key":"retry","amount":1,"limit":3}]}"#,
+            ),
+            "resent must be a boolean",
         ),
     ]
 }

@@ -1,12 +1,13 @@
 //! A bucket's record in a snapshot: its rules, timelines, leases and
-//! clocks, with its adaptive rate, quota, throughput counts and streamed
-//! slots in the records of their own types.
+//! clocks, with its adaptive rate, quota, throughput counts, streamed
+//! slots and turn tickets in the records of their own types.
 
 use super::adaptive_record::{read_adaptive, read_adaptive_v1, write_adaptive};
 use super::codec::{Reader, Writer};
 use super::quota_record::{read_quota, write_quota};
 use super::slots_record::{read_streams, write_streams};
 use super::throughput_record::{read_throughput, write_throughput};
+use super::tickets_record::{read_tickets, write_tickets};
 use crate::error::{Error, Result};
 use crate::gateway::bucket::Bucket;
 use crate::gateway::concurrency::ConcurrencyLimits;
@@ -61,6 +62,7 @@ pub(super) fn write_bucket(w: &mut Writer, b: &Bucket) {
     write_throughput(w, &b.throughput);
     let leases: Vec<LeaseId> = b.leases.iter().map(|&(_, id)| id).collect();
     write_streams(w, &b.leases.streams, &leases);
+    write_tickets(w, &b.tickets);
 }
 
 /// Reads a bucket record of format `version`: version 1 had 64-bit lease
@@ -169,6 +171,11 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     // reads as ready, as a restore then had it.
     if version >= 5 {
         bucket.leases.streams = read_streams(r, &lease_ids, version)?;
+    }
+    // Before version 6 no turn tickets were kept: clients that show one
+    // are served as clients without one.
+    if version >= 6 {
+        bucket.tickets = read_tickets(r)?;
     }
     Ok(bucket)
 }

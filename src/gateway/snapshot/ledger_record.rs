@@ -1,13 +1,18 @@
 //! A run ledger's record in a snapshot. Version 1 kept each reservation's
 //! charges and answer in full; version 2 keeps a digest of the charges and
 //! the answer's numbers (see the ledger module), and a version-1 record is
-//! read into that form.
+//! read into that form. Version 6 adds when the run last forgot a
+//! reservation; for an older record it is worked out by [`forgot_before_v6`].
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::codec::{Reader, Writer};
 use crate::error::{Error, Result};
-use crate::gateway::ledger::{charges_digest, Ledger, Outcome, Reservation};
+use crate::gateway::ledger::{
+    charges_digest, Ledger, Outcome, Reservation, FORGOT_AT_UNKNOWN,
+    REMEMBERED_RESERVATIONS_BEFORE_V6,
+};
+use crate::gateway::timeline::Micros;
 use crate::protocol::BudgetCharge;
 
 pub(super) fn write_ledger(w: &mut Writer, l: &Ledger) {
@@ -41,6 +46,7 @@ pub(super) fn write_ledger(w: &mut Writer, l: &Ledger) {
             }
         }
     }
+    w.opt_uint(l.forgot_at);
 }
 
 pub(super) fn read_ledger(r: &mut Reader, version: u8) -> Result<Ledger> {
@@ -48,6 +54,7 @@ pub(super) fn read_ledger(r: &mut Reader, version: u8) -> Result<Ledger> {
         counters: BTreeMap::new(),
         reservations: HashMap::new(),
         order: VecDeque::new(),
+        forgot_at: None,
     };
     for _ in 0..r.len()? {
         ledger.counters.insert(r.str()?, r.uint()?);
@@ -62,7 +69,20 @@ pub(super) fn read_ledger(r: &mut Reader, version: u8) -> Result<Ledger> {
         ledger.order.push_back(id.clone());
         ledger.reservations.insert(id, reservation);
     }
+    if version >= 6 {
+        ledger.forgot_at = r.opt_uint()?;
+    }
     Ok(ledger)
+}
+
+/// When a run from a record older than version 6 may last have forgotten
+/// a reservation: if it held as many as it kept then, it may have forgotten
+/// one at any charge up to its last (`last_charge`; unknown in version 1).
+/// A client's resent id the ledger does not know is then refused while a
+/// client could still send it, rather than counted twice.
+pub(super) fn forgot_before_v6(ledger: &Ledger, last_charge: Option<Micros>) -> Option<Micros> {
+    (ledger.order.len() >= REMEMBERED_RESERVATIONS_BEFORE_V6)
+        .then_some(last_charge.unwrap_or(FORGOT_AT_UNKNOWN))
 }
 
 fn read_reservation(r: &mut Reader) -> Result<Reservation> {

@@ -17,13 +17,15 @@
 //! answers garbage. Bodies are LEB128 integers, little-endian fixed-width
 //! numbers and length-prefixed UTF-8 strings; a snapshot's body is the meta
 //! record then every bucket and run record, length-prefixed, in key order,
-//! so equal states give equal bytes. Version 6 keeps which kind of kept
-//! leases each bucket hands out; version 5 its streamed slots; version 4
-//! made records separable. Versions 1 (no checksum, 64-bit
-//! lease ids, full reservations), 2 (no counts for the adaptive rate's cuts
-//! and probe leash), 3 (records inline), 4 (no slot streams) and 5 (kept
-//! leases all streamed) are still read, and a host's stored records may mix
-//! versions 4 to 6: it rewrites only the records a request changed.
+//! so equal states give equal bytes. Version 6 keeps when each run last
+//! forgot a reservation, each bucket's turn tickets and which kind of kept
+//! leases it hands out; version 5 keeps each bucket's streamed slots;
+//! version 4 made records separable. Versions 1 (no checksum, 64-bit lease
+//! ids, full reservations), 2 (no counts for the adaptive rate's cuts and
+//! probe leash), 3 (records inline), 4 (no slot streams) and 5 (no time a
+//! run forgot, no turn tickets, kept leases all streamed) are still read,
+//! and a host's stored records may mix versions 4 to 6: it rewrites only
+//! the records a request changed.
 
 mod adaptive_record;
 mod bucket_record;
@@ -32,13 +34,14 @@ mod ledger_record;
 mod quota_record;
 mod slots_record;
 mod throughput_record;
+mod tickets_record;
 
 use std::collections::{BTreeSet, HashMap};
 
 use sha2::{Digest, Sha256};
 
 use super::bucket::Bucket;
-use super::idle::{bucket_forgettable_at, IdleIndex};
+use super::idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US};
 use super::leases::{LeaseIds, LeaseKey};
 use super::ledger::Ledger;
 use super::timeline::Micros;
@@ -46,7 +49,7 @@ use super::{GatewayConfig, GatewayCore};
 use crate::error::{Error, Result};
 use bucket_record::{read_bucket, write_bucket};
 use codec::{Reader, Writer};
-use ledger_record::{read_ledger, write_ledger};
+use ledger_record::{forgot_before_v6, read_ledger, write_ledger};
 
 const MAGIC: &[u8; 4] = b"PCLN";
 const FORMAT_VERSION: u8 = 6;
@@ -135,8 +138,12 @@ fn bucket_entry(r: &mut Reader, guard_ms: u64, version: u8) -> Result<(Bucket, M
 /// A run's ledger and the time it may be forgotten. A run from version 1
 /// has no known last charge; its next charge starts its idle time.
 fn run_entry(r: &mut Reader, version: u8) -> Result<(Ledger, Option<Micros>)> {
-    let ledger = read_ledger(r, version)?;
+    let mut ledger = read_ledger(r, version)?;
     let idle_at = if version == 1 { None } else { r.opt_uint()? };
+    if version < 6 {
+        let last_charge = idle_at.map(|at| at.saturating_sub(RUN_IDLE_US));
+        ledger.forgot_at = forgot_before_v6(&ledger, last_charge);
+    }
     Ok((ledger, idle_at))
 }
 

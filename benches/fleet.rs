@@ -171,7 +171,7 @@ fn main() {
         let slots = slot_bound(h);
         let secs = (slots.duration_ms - 10_000) as f64 / 1_000.0;
         row(
-            "maxConcurrency 5, 8 x 4 callers, calls held 300 ms, kept leases (opt-in)",
+            "maxConcurrency 5, 8 x 4 callers, calls held 300 ms: streamed kept leases",
             h,
             &slots,
             move |r| {
@@ -185,18 +185,29 @@ fn main() {
                 )
             },
         );
-        row(
-            "maxConcurrency 10, 4 x 4 callers, calls of 40 ms: the rate binds (peer scenario a)",
-            h,
-            &rate_bound_slots(h),
-            |r| {
+        let rate_bound = rate_bound_slots(h);
+        let mut one_lease_per_permit = rate_bound.clone();
+        one_lease_per_permit.pacer.keep_leases = false;
+        for (name, config) in [
+            (
+                "maxConcurrency 10, 4 x 4 callers, calls of 40 ms: the rate binds (peer scenario a), paced slots",
+                rate_bound,
+            ),
+            (
+                "the same, keepLeases: false (one lease per permit, turn tickets)",
+                one_lease_per_permit,
+            ),
+        ] {
+            let end = config.duration_ms;
+            row(name, h, &config, move |r| {
                 format!(
-                    "{:.2}/s of 20; widest isolate share {:.0}% from equal",
-                    r.dispatches_between(5_000, 30_000) as f64 / 25.0,
-                    100.0 * r.share_spread(5_000, 30_000)
+                    "{:.2}/s of 20; max in flight {}; widest isolate share {:.0}% from equal",
+                    r.dispatches_between(5_000, end) as f64 / ((end - 5_000) as f64 / 1_000.0),
+                    r.max_in_flight,
+                    100.0 * r.share_spread(5_000, end)
                 )
-            },
-        );
+            });
+        }
         let deaths = concurrency_with_deaths(h);
         let ttl = deaths.gateway.lease_ttl_ms;
         row(

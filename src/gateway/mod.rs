@@ -51,7 +51,7 @@ use crate::protocol::{
     ObserveRequest, ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
     ReleaseResponse,
 };
-use bucket::Bucket;
+use bucket::{Bucket, CONCURRENCY_RETRY_MS};
 use config::check_now;
 use grant::Grant;
 use idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US as RUN_IDLE};
@@ -257,17 +257,26 @@ impl GatewayCore {
                 kept = Some((held, paced));
                 grant
             }
-            _ => bucket.grant(
-                req.requested,
-                req.book_next_turn,
-                req.turn_ticket,
-                true,
-                now,
-                earliest,
-                horizon,
-                lease_ttl,
-                &mut self.ids,
-            ),
+            _ => {
+                let mut grant = bucket.grant(
+                    req.requested,
+                    req.book_next_turn,
+                    req.turn_ticket,
+                    true,
+                    now,
+                    earliest,
+                    horizon,
+                    lease_ttl,
+                    &mut self.ids,
+                );
+                // A client that asked for paced slots while the bucket's
+                // kept leases are streamed comes back soon: they turn paced
+                // as soon as the last streamed one is back.
+                if req.paced_slots && grant.times.is_empty() {
+                    grant.wait_ms = grant.wait_ms.min(CONCURRENCY_RETRY_MS);
+                }
+                grant
+            }
         };
         let mut response = bucket.response(grant, now, self.config.dispatch_tolerance_ms());
         if bucket.max_concurrency().is_some() {

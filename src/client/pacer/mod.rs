@@ -85,13 +85,13 @@ pub struct PacerOptions {
     /// back with it in one gateway call.
     pub release_linger_ms: Millis,
     pub scheduler_schema: Option<String>,
-    /// Asks a gateway that streams a bucket's concurrency slots to let this
-    /// isolate keep its leases and hand them between its callers (see
-    /// `pool`), while its calls hold a slot about as long as the slot's
-    /// spacing (see `hold`). Off by default: while a provider's 429s cut
-    /// the bucket's rate, a kept lease keeps its old spacing until its next
-    /// renewal (up to `RENEW_EVERY_MS`), and a rate-bound fleet (short
-    /// calls) is served one lease per permit anyway.
+    /// Under rules that bound concurrency, keeps the leases this isolate
+    /// is granted and hands them between its callers (see `pool`) instead
+    /// of one lease per permit: streamed slots while its calls hold a slot
+    /// about as long as the slot's spacing (see `hold`), paced slots beside
+    /// the timeline's permits when they are shorter (see `paced`). On by
+    /// default. Off, each permit comes with a lease of its own and a
+    /// refused isolate takes turn tickets: a round trip or two per call.
     pub keep_leases: bool,
 }
 
@@ -102,7 +102,7 @@ impl Default for PacerOptions {
             max_wait_ms: 120_000,
             release_linger_ms: 20,
             scheduler_schema: None,
-            keep_leases: false,
+            keep_leases: true,
         }
     }
 }

@@ -10,7 +10,8 @@
 
 use paceline::sim::jitter::{at_the_edge, transit_allowance_ms, Jitter, Spread};
 use paceline::sim::scenarios::{
-    bursty, churning, per_request_state, rate_bound_slots, saturated, sparse,
+    bursty, churning, gateway_outage, per_request_state, rate_bound_slots, saturated, slot_bound,
+    sparse,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -28,7 +29,9 @@ fn saturating() -> Vec<(&'static str, FleetConfig)> {
         if let Some(arrivals) = &mut c.arrivals {
             arrivals.retain(|a| a.at < RUN_MS);
         }
-        c.duration_ms = RUN_MS;
+        if c.gateway_outages.is_empty() {
+            c.duration_ms = RUN_MS;
+        }
         c
     };
     [
@@ -41,6 +44,14 @@ fn saturating() -> Vec<(&'static str, FleetConfig)> {
         ("bursty: 4 isolates, 8 calls every 2 s", bursty()),
         ("churn: isolates evicted after 1-6 calls", churning()),
         ("a rate state per request, 8 handlers", per_request_state()),
+        (
+            "kept leases, maxConcurrency 5, calls of 300 ms",
+            slot_bound(1_000),
+        ),
+        (
+            "gateway down 40-45 s, budget charged per call",
+            gateway_outage(1_000),
+        ),
     ]
     .into_iter()
     .map(|(name, c)| (name, shorter(c)))
@@ -61,17 +72,22 @@ fn runs(guard_ms: Option<u64>, jitter: Jitter) -> Vec<(String, FleetConfig, Flee
     out
 }
 
-/// Calls that reached the provider per second of the run.
-fn rate(r: &FleetReport) -> f64 {
-    r.dispatches.len() as f64 * 1_000.0 / RUN_MS as f64
+/// The deployed gateway's defaults: its dispatch tolerance and the rest of
+/// its guard, left for the way to the provider.
+fn deployed_guard() -> (u64, u64) {
+    let config = at_the_edge(saturated(1_000), None, Jitter::default());
+    (
+        config.gateway.dispatch_tolerance_ms(),
+        transit_allowance_ms(&config),
+    )
 }
 
+/// Every timer late by up to the dispatch tolerance, every call up to the
+/// rest of the guard on its way, gateway trips up to 20 ms longer each way
+/// (so their halves differ), on one clock.
 #[test]
 fn within_the_window_guard_no_sliding_second_at_the_provider_holds_more_than_the_rule() {
-    let tolerance = at_the_edge(saturated(1_000), None, Jitter::default())
-        .gateway
-        .dispatch_tolerance_ms();
-    let allowance = transit_allowance_ms(&at_the_edge(saturated(1_000), None, Jitter::default()));
+    let (tolerance, allowance) = deployed_guard();
     let jitter = Jitter {
         transit: Spread::upto(allowance),
         timer_late: Spread::upto(tolerance),
@@ -80,23 +96,16 @@ fn within_the_window_guard_no_sliding_second_at_the_provider_holds_more_than_the
     };
     for (name, config, r) in runs(None, jitter) {
         let rule = config.rule.requests_per_window;
-        eprintln!(
-            "{name}: densest {} rate {:.2} errors {:?}",
-            r.densest_window(1_000),
-            rate(&r),
-            r.errors
-        );
-        assert!(
-            r.densest_window(1_000) <= rule,
-            "{name}: the densest second"
-        );
-        assert_eq!(r.windows_over(rule, 1_000), 0, "{name}");
+        let densest = r.densest_window(1_000);
+        assert!(densest <= rule, "{name}: {densest} in one second");
         assert!(
             r.rejections.is_empty(),
             "{name}: {} 429s",
             r.rejections.len()
         );
-        assert!(r.errors.is_empty(), "{name}: {:?}", r.errors);
+        if config.gateway_outages.is_empty() {
+            assert!(r.errors.is_empty(), "{name}: {:?}", r.errors);
+        }
     }
 }
 
@@ -105,24 +114,36 @@ fn within_the_window_guard_no_sliding_second_at_the_provider_holds_more_than_the
 /// never the rule.
 #[test]
 fn timers_late_past_the_dispatch_tolerance_cost_permits_never_the_rule() {
+    let (tolerance, _) = deployed_guard();
     let jitter = Jitter {
-        timer_late: Spread::upto(60),
+        timer_late: Spread::upto(5 * tolerance),
         ..Jitter::default()
     };
     for (name, config, r) in runs(None, jitter) {
-        let rule = config.rule.requests_per_window;
-        assert!(r.densest_window(1_000) <= rule, "{name}");
+        let densest = r.densest_window(1_000);
+        assert!(
+            densest <= config.rule.requests_per_window,
+            "{name}: {densest} in one second"
+        );
         assert!(
             r.rejections.is_empty(),
             "{name}: {} 429s",
             r.rejections.len()
         );
-        eprintln!(
-            "{name}: densest {} rate {:.2} errors {:?}",
-            r.densest_window(1_000),
-            rate(&r),
-            r.errors
-        );
+        let closed_loop_on_rate_alone = config.arrivals.is_none()
+            && config.rule.max_concurrency.is_none()
+            && config.gateway_outages.is_empty();
+        if closed_loop_on_rate_alone {
+            // Each permit goes out when its timer fires within the
+            // tolerance, and no other permit is lost.
+            let on_time = (tolerance + 1) as f64 / (5 * tolerance + 1) as f64;
+            let rate = r.dispatches.len() as f64 * 1_000.0 / config.duration_ms as f64;
+            let rule_rate = config.rule.requests_per_second();
+            assert!(
+                rate >= 0.9 * on_time * rule_rate,
+                "{name}: {rate:.2}/s, {on_time:.2} of the timers on time"
+            );
+        }
     }
 }
 
@@ -139,49 +160,21 @@ fn transit_past_the_guard_s_allowance_overfills_seconds_and_a_guard_of_twice_it_
     };
     let over: usize = runs(None, jitter)
         .iter()
-        .filter(|(_, c, _)| c.arrivals.is_none())
-        .map(|(n, c, r)| {
-            eprintln!(
-                "{n}: over {} densest {}",
-                r.windows_over(c.rule.requests_per_window, 1_000),
-                r.densest_window(1000)
-            );
-            r.windows_over(c.rule.requests_per_window, 1_000)
-        })
+        .map(|(_, c, r)| r.windows_over(c.rule.requests_per_window, 1_000))
         .sum();
     assert!(
         over > 0,
         "no second over the rule at {transit_ms} ms of transit"
     );
     for (name, config, r) in runs(Some(2 * transit_ms), jitter) {
-        let rule = config.rule.requests_per_window;
-        assert!(r.densest_window(1_000) <= rule, "{name}");
+        let densest = r.densest_window(1_000);
+        assert!(
+            densest <= config.rule.requests_per_window,
+            "{name}: {densest} in one second"
+        );
         assert!(
             r.rejections.is_empty(),
             "{name}: {} 429s",
-            r.rejections.len()
-        );
-    }
-}
-
-#[test]
-fn skewed_clocks_probe() {
-    let tolerance = 12;
-    let jitter = Jitter {
-        transit: Spread::upto(13),
-        timer_late: Spread::upto(tolerance),
-        gateway_way: Spread::upto(20),
-        clock_skew_ms: 500,
-        ..Jitter::default()
-    };
-    for (name, config, r) in runs(None, jitter) {
-        let rule = config.rule.requests_per_window;
-        eprintln!(
-            "SKEW {name}: densest {} over {} rate {:.2} errors {:?} 429 {}",
-            r.densest_window(1_000),
-            r.windows_over(rule, 1000),
-            rate(&r),
-            r.errors,
             r.rejections.len()
         );
     }

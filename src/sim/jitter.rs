@@ -63,24 +63,29 @@ pub struct Jitter {
 }
 
 impl Jitter {
+    /// The seed of the `n`th kind of delay.
+    fn stream(&self, n: u64) -> u64 {
+        self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
     /// The transit delays of a run.
     pub fn transit(&self) -> Delays {
-        Delays::new(self.transit, self.seed ^ 0x7472_616e_7369_74)
+        Delays::new(self.transit, self.stream(1))
     }
 
     /// The timer lateness of a run (shared by all its isolates).
     pub fn timer_lateness(&self) -> Delays {
-        Delays::new(self.timer_late, self.seed ^ 0x7469_6d65_72)
+        Delays::new(self.timer_late, self.stream(2))
     }
 
     /// The extra time of each way of a gateway trip.
     pub fn gateway_ways(&self) -> Delays {
-        Delays::new(self.gateway_way, self.seed ^ 0x6761_7465_7761_79)
+        Delays::new(self.gateway_way, self.stream(3))
     }
 
     /// Each isolate's clock skew, in isolate order.
     pub fn clock_skews(&self) -> impl FnMut() -> i64 {
-        let mut rng = Rng::new(self.seed ^ 0x736b_6577);
+        let mut rng = Rng::new(self.stream(4));
         let span = 2 * self.clock_skew_ms + 1;
         let skew = self.clock_skew_ms as i64;
         move || rng.below(span) as i64 - skew

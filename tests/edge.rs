@@ -179,3 +179,43 @@ fn transit_past_the_guard_s_allowance_overfills_seconds_and_a_guard_of_twice_it_
         );
     }
 }
+
+/// Isolate clocks a few milliseconds off the gateway's (synchronised
+/// hosts): the client cannot tell an offset that small from a trip's
+/// asymmetry, so it converts with none, and each isolate's permits land up
+/// to its skew early or late. Two isolates' permits can then be twice the
+/// skew closer than the gateway spaced them, and that comes out of the
+/// way's half of the guard.
+#[test]
+fn clocks_off_by_a_few_ms_take_twice_their_skew_out_of_the_way_s_allowance() {
+    let (tolerance, allowance) = deployed_guard();
+    let skew = 3;
+    let jitter = Jitter {
+        transit: Spread::upto(allowance - 2 * skew),
+        timer_late: Spread::upto(tolerance),
+        gateway_way: Spread::upto(20),
+        clock_skew_ms: skew,
+        ..Jitter::default()
+    };
+    for (name, config, r) in runs(None, jitter) {
+        let densest = r.densest_window(1_000);
+        assert!(
+            densest <= config.rule.requests_per_window,
+            "{name}: {densest} in one second"
+        );
+        assert!(
+            r.rejections.is_empty(),
+            "{name}: {} 429s",
+            r.rejections.len()
+        );
+    }
+    let with_the_whole_allowance = Jitter {
+        transit: Spread::upto(allowance),
+        ..jitter
+    };
+    let over: usize = runs(None, with_the_whole_allowance)
+        .iter()
+        .map(|(_, c, r)| r.windows_over(c.rule.requests_per_window, 1_000))
+        .sum();
+    assert!(over > 0, "the skew took nothing from the allowance");
+}

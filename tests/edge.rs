@@ -84,7 +84,8 @@ fn deployed_guard() -> (u64, u64) {
 
 /// Every timer late by up to the dispatch tolerance, every call up to the
 /// rest of the guard on its way, gateway trips up to 20 ms longer each way
-/// (so their halves differ), on one clock.
+/// (so their halves differ), on one clock. Slots hold too: a lease is held
+/// from before the call leaves until after it is answered.
 #[test]
 fn within_the_window_guard_no_sliding_second_at_the_provider_holds_more_than_the_rule() {
     let (tolerance, allowance) = deployed_guard();
@@ -98,6 +99,13 @@ fn within_the_window_guard_no_sliding_second_at_the_provider_holds_more_than_the
         let rule = config.rule.requests_per_window;
         let densest = r.densest_window(1_000);
         assert!(densest <= rule, "{name}: {densest} in one second");
+        if let Some(max) = config.rule.max_concurrency {
+            assert!(
+                r.max_in_flight <= max,
+                "{name}: {} in flight",
+                r.max_in_flight
+            );
+        }
         assert!(
             r.rejections.is_empty(),
             "{name}: {} 429s",

@@ -330,7 +330,7 @@ fn at_the_rule_s_edge() {
          to the provider; \"1%\": one call in a hundred delayed, uniformly up to the bound."
     );
     println!();
-    println!("| jitter | guard ms | saturated 32 x 8: densest / windows over / 429s / calls per s | sparse 40, 90%: densest / windows over / 429s | wall time |");
+    println!("| jitter | guard ms | saturated 32 x 8: densest / windows over / 429s / calls per s of those the guard allows | sparse 40, 90%: densest / windows over / 429s | wall time |");
     println!("|---|---|---|---|---|");
     let none = Jitter {
         seed: 1,
@@ -347,6 +347,7 @@ fn at_the_rule_s_edge() {
                 ..none
             },
         ),
+        ("none", Some(50), none),
         ("transit up to 20 ms", None, Jitter { transit: Spread::upto(20), ..none }),
         ("transit up to 40 ms", None, Jitter { transit: Spread::upto(40), ..none }),
         ("transit up to 40 ms", Some(80), Jitter { transit: Spread::upto(40), ..none }),
@@ -370,14 +371,15 @@ fn at_the_rule_s_edge() {
         let closed = at_the_edge(saturated(1_000), guard, jitter);
         let open = at_the_edge(sparse(40, 0.9), guard, jitter);
         let (c, o) = (run_fleet(&closed), run_fleet(&open));
+        let guard_ms = closed.gateway.window_guard_ms;
         let wall = start.elapsed();
         println!(
-            "| {jitter_name} | {} | {} / {} / {} / {:.2} | {} / {} / {} | {:.1} ms |",
-            closed.gateway.window_guard_ms,
+            "| {jitter_name} | {guard_ms} | {} / {} / {} / {:.2} of {:.2} | {} / {} / {} | {:.1} ms |",
             c.densest_window(1_000),
             c.windows_over(20, 1_000),
             c.rejections.len(),
             c.dispatches.len() as f64 * 1_000.0 / closed.duration_ms as f64,
+            20_000.0 / (1_000 + guard_ms) as f64,
             o.densest_window(1_000),
             o.windows_over(20, 1_000),
             o.rejections.len(),

@@ -291,7 +291,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
 
 struct Isolate {
     port: Rc<dyn GatewayPort>,
-    /// Its timers, late when the run has timer jitter.
+    /// Its clock and timers: skewed and late when the run has jitter.
     runtime: Rc<dyn Runtime>,
     pacer: GatewayRateState,
     budget: Rc<GatewayBudgetState>,
@@ -390,6 +390,8 @@ impl Shared {
         self.dispatch_log
             .borrow_mut()
             .push((now - START_MS, isolate.index));
+        // Quota headers are read against the isolate's own clock.
+        let sent_by_isolate_clock = isolate.runtime.now_ms();
         let at_provider = self.reach_provider().await;
         let reply = self.provider.begin(at_provider);
         self.rt.sleep(self.call_latency_ms).await;
@@ -398,7 +400,7 @@ impl Shared {
             std::mem::forget(permit);
             return Ok(());
         }
-        if let Some(quota) = reply.quota_headers.report(at_provider) {
+        if let Some(quota) = reply.quota_headers.report(sent_by_isolate_clock) {
             pacer.observe_quota(BUCKET, None, quota);
         }
         match reply.answer {

@@ -11,7 +11,7 @@
 use paceline::sim::jitter::{at_the_edge, transit_allowance_ms, Jitter, Spread};
 use paceline::sim::scenarios::{
     bursty, churning, gateway_outage, per_request_state, rate_bound_slots, saturated, slot_bound,
-    sparse,
+    sparse, FLEET_HORIZON_MS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -36,6 +36,7 @@ fn saturating() -> Vec<(&'static str, FleetConfig)> {
     };
     [
         ("saturated: 32 isolates x 8 callers", saturated(1_000)),
+        ("saturated, 2 s horizon", saturated(FLEET_HORIZON_MS)),
         (
             "peer scenario a: 4 x 4 callers, maxConcurrency 10",
             rate_bound_slots(1_000),
@@ -143,12 +144,13 @@ fn timers_late_past_the_dispatch_tolerance_cost_permits_never_the_rule() {
             && config.gateway_outages.is_empty();
         if closed_loop_on_rate_alone {
             // Each permit goes out when its timer fires within the
-            // tolerance, and no other permit is lost.
+            // tolerance, and no other permit is lost: about 120 permits
+            // are on time in a run, so the rate strays some 8% either way.
             let on_time = (tolerance + 1) as f64 / (5 * tolerance + 1) as f64;
             let rate = r.dispatches.len() as f64 * 1_000.0 / config.duration_ms as f64;
             let rule_rate = config.rule.requests_per_second();
             assert!(
-                rate >= 0.9 * on_time * rule_rate,
+                rate >= 0.8 * on_time * rule_rate,
                 "{name}: {rate:.2}/s, {on_time:.2} of the timers on time"
             );
         }

@@ -1,6 +1,7 @@
 //! What the provider counts at the rule's edge, when calls reach it a while
-//! after their permits let them go, timers in busy isolates fire late and
-//! gateway trips take longer one way than the other. The gateway's window
+//! after their permits let them go, timers in busy isolates fire late,
+//! gateway trips take longer one way than the other and isolate clocks
+//! disagree with the gateway's. The gateway's window
 //! guard is documented to absorb this: half of it is the dispatch
 //! tolerance (how late a permit may still be sent, which the client
 //! checks), the other half the call's way to the provider. Within that, no
@@ -17,8 +18,9 @@ use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
 const SEEDS: [u64; 3] = [1, 2, 3];
 
-/// How long each scenario runs: long enough for thousands of windows,
-/// short enough for three seeds of six scenarios in a debug build.
+/// How long each scenario runs (the gateway outage keeps its own length):
+/// long enough for hundreds of windows at the rule, short enough for three
+/// seeds of nine scenarios in a debug build.
 const RUN_MS: u64 = 30_000;
 
 /// The fleet scenarios whose demand reaches the rule, cut to [`RUN_MS`]:

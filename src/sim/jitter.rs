@@ -1,6 +1,7 @@
 //! The slack between a permit's time and what the provider sees: a call's
 //! way to the provider after the pacer let it go, timers that fire late in
-//! a busy isolate, and gateway trips whose two ways take different times.
+//! a busy isolate, gateway trips whose two ways take different times, and
+//! isolate clocks that run off the gateway's.
 //! Each delay is drawn from a seeded generator of its own, so every run
 //! with the same seed is the same run, and widening one delay leaves the
 //! others' draws as they were.

@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use paceline::sim::jitter::{at_the_edge, Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, overstated_rule,
@@ -324,4 +325,76 @@ fn main() {
     }
     demo_through_call_tool();
     shapes();
+    at_the_rule_s_edge();
+}
+
+/// What the provider counts when calls take a while to reach it, timers
+/// fire late and clocks disagree: the densest sliding second at the
+/// provider (one window starting at each arrival) and how many windows
+/// hold more than the rule, for a closed loop far above the rule and a
+/// sparse open loop at 90% of it.
+fn at_the_rule_s_edge() {
+    println!();
+    println!(
+        "At the rule's edge: 20 req/s rule, 1 s horizon, 120 s, seed 1; the deployed guard is 25 ms \
+         (12 ms dispatch tolerance, 13 ms for the way to the provider). Transit: from the permit \
+         to the provider; \"1%\": one call in a hundred delayed, uniformly up to the bound."
+    );
+    println!();
+    println!("| jitter | guard ms | saturated 32 x 8: densest / windows over / 429s / calls per s of those the guard allows | sparse 40, 90%: densest / windows over / 429s | wall time |");
+    println!("|---|---|---|---|---|");
+    let none = Jitter {
+        seed: 1,
+        ..Jitter::default()
+    };
+    let rows = [
+        (
+            "transit up to 13 ms, timers up to 12 ms late, gateway ways up to 20 ms (within the guard)",
+            None,
+            Jitter {
+                transit: Spread::upto(13),
+                timer_late: Spread::upto(12),
+                gateway_way: Spread::upto(20),
+                ..none
+            },
+        ),
+        ("none", Some(50), none),
+        ("transit up to 20 ms", None, Jitter { transit: Spread::upto(20), ..none }),
+        ("transit up to 40 ms", None, Jitter { transit: Spread::upto(40), ..none }),
+        ("transit up to 40 ms", Some(80), Jitter { transit: Spread::upto(40), ..none }),
+        ("1% of calls up to 50 ms on the way", None, Jitter { transit: Spread::rare(50, 10_000), ..none }),
+        ("1% of calls up to 50 ms on the way", Some(100), Jitter { transit: Spread::rare(50, 10_000), ..none }),
+        ("timers up to 60 ms late", None, Jitter { timer_late: Spread::upto(60), ..none }),
+        ("1% of timers up to 60 ms late", None, Jitter { timer_late: Spread::rare(60, 10_000), ..none }),
+        (
+            "isolate clocks ±30 ms off the gateway's, gateway ways up to 20 ms",
+            None,
+            Jitter { clock_skew_ms: 30, gateway_way: Spread::upto(20), ..none },
+        ),
+        (
+            "isolate clocks ±500 ms off, gateway ways up to 20 ms",
+            None,
+            Jitter { clock_skew_ms: 500, gateway_way: Spread::upto(20), ..none },
+        ),
+    ];
+    for (jitter_name, guard, jitter) in rows {
+        let start = Instant::now();
+        let closed = at_the_edge(saturated(1_000), guard, jitter);
+        let open = at_the_edge(sparse(40, 0.9), guard, jitter);
+        let (c, o) = (run_fleet(&closed), run_fleet(&open));
+        let guard_ms = closed.gateway.window_guard_ms;
+        let wall = start.elapsed();
+        println!(
+            "| {jitter_name} | {guard_ms} | {} / {} / {} / {:.2} of {:.2} | {} / {} / {} | {:.1} ms |",
+            c.densest_window(1_000),
+            c.windows_over(20, 1_000),
+            c.rejections.len(),
+            c.dispatches.len() as f64 * 1_000.0 / closed.duration_ms as f64,
+            20_000.0 / (1_000 + guard_ms) as f64,
+            o.densest_window(1_000),
+            o.windows_over(20, 1_000),
+            o.rejections.len(),
+            wall.as_secs_f64() * 1e3,
+        );
+    }
 }

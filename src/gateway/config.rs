@@ -26,7 +26,13 @@ pub struct GatewayConfig {
     /// The same for run ledgers (forgotten a day after their last charge).
     pub max_runs: usize,
     /// Every rule window is scheduled as if this much longer, to absorb
-    /// jitter between a permit's time and its arrival at the provider.
+    /// jitter between a permit's time and its arrival at the provider: how
+    /// late a client sends it (up to the dispatch tolerance), the call's
+    /// way there, and clocks that disagree (a client knows the gateway's
+    /// clock only to within half its fastest round trip, so two isolates'
+    /// permits can land their two errors closer than scheduled). A way
+    /// that stalls longer than the tolerance leaves puts more than the
+    /// rule in a provider's second.
     pub window_guard_ms: u64,
     /// How late after its time a permit may still be sent, out of the
     /// guard; `None` for half of it (see

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use super::executor::SimRuntime;
+use super::jitter::Delays;
 use crate::client::{GatewayReply, GatewayTransport, InProcessGateway};
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
@@ -29,6 +30,9 @@ pub struct FaultyPort {
     rt: SimRuntime,
     /// One round trip; half of it passes before the gateway answers.
     pub latency_ms: Millis,
+    /// Each way of a trip takes a drawn delay longer, so its two halves
+    /// differ.
+    pub way_delays: Option<Delays>,
     /// Times `[from, to)` during which connections are refused.
     pub outages: Vec<(Millis, Millis)>,
     /// Once false, calls never settle: the isolate is gone.
@@ -72,6 +76,7 @@ impl FaultyPort {
             gateway,
             rt: rt.clone(),
             latency_ms: 0,
+            way_delays: None,
             outages: Vec::new(),
             alive: Rc::new(Cell::new(true)),
             refuse: Cell::new(0),
@@ -128,6 +133,7 @@ impl FaultyPort {
     }
 
     async fn travel(&self, ms: Millis) {
+        let ms = ms + self.way_delays.as_ref().map_or(0, Delays::draw);
         if ms > 0 {
             self.rt.sleep(ms).await;
         }

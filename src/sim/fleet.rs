@@ -10,6 +10,7 @@ use std::rc::Rc;
 use super::arrivals::Arrival;
 use super::executor::SimRuntime;
 use super::faulty_port::FaultyPort;
+use super::jitter::{Delays, IsolateRuntime, Jitter};
 use super::provider::{Answer, Provider, ProviderModel};
 use super::report::FleetReport;
 use crate::client::{
@@ -63,6 +64,8 @@ pub struct FleetConfig {
     /// How the provider refuses and what headers it sends, on top of
     /// `true_limit`.
     pub provider: ProviderModel,
+    /// Delays between a permit's time and the provider's count of it.
+    pub jitter: Jitter,
 }
 
 impl FleetConfig {
@@ -85,6 +88,7 @@ impl FleetConfig {
             arrivals: None,
             per_request_state: false,
             provider: ProviderModel::default(),
+            jitter: Jitter::default(),
         }
     }
 }
@@ -97,6 +101,7 @@ fn isolate_port(
     rt: &SimRuntime,
     config: &FleetConfig,
     alive: &Rc<Cell<bool>>,
+    ways: &Delays,
     round_trips: &Rc<RefCell<BTreeMap<&'static str, u64>>>,
     on_grant: impl Fn(&AcquireResponse) + 'static,
 ) -> FaultyPort {
@@ -109,6 +114,7 @@ fn isolate_port(
         .collect();
     port.alive = alive.clone();
     port.round_trips = round_trips.clone();
+    port.way_delays = (!ways.is_none()).then(|| ways.clone());
     port.on_answer = Some(Box::new(move |name, reply| {
         if name == AcquireRequest::ROUTE.name {
             if let Ok(grant) = decode::<AcquireResponse>(&reply.body) {
@@ -163,6 +169,8 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
     let granted = Rc::new(RefCell::new(Vec::new()));
     let effective = Rc::new(RefCell::new(Vec::new()));
     let end = START_MS + config.duration_ms;
+    let (ways, lateness) = (config.jitter.gateway_ways(), config.jitter.timer_lateness());
+    let mut skews = config.jitter.clock_skews();
     let shared = Rc::new(Shared {
         rt: rt.clone(),
         provider: provider.clone(),
@@ -177,6 +185,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         waits: RefCell::default(),
         calls: Cell::new(0),
         dispatch_log: RefCell::default(),
+        transit: config.jitter.transit(),
     });
     let isolate_count = match &config.arrivals {
         Some(arrivals) => arrivals.iter().map(|a| a.isolate + 1).max().unwrap_or(0),
@@ -190,14 +199,25 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
                 &rt,
                 config,
                 &alive,
+                &ways,
                 &round_trips,
                 record_grant(&rt, &granted, &effective),
             ));
-            let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
+            let skew = skews();
+            let runtime: Rc<dyn Runtime> = if lateness.is_none() && skew == 0 {
+                Rc::new(rt.clone())
+            } else {
+                Rc::new(IsolateRuntime::new(&rt, lateness.clone(), skew))
+            };
             Rc::new(Isolate {
                 pacer: GatewayRateState::new(port.clone(), runtime.clone(), config.pacer.clone()),
-                budget: Rc::new(GatewayBudgetState::new(port.clone(), runtime, i as u64 + 1)),
+                budget: Rc::new(GatewayBudgetState::new(
+                    port.clone(),
+                    runtime.clone(),
+                    i as u64 + 1,
+                )),
                 port,
+                runtime,
                 alive,
                 calls_left: Cell::new(0),
                 index: i,
@@ -271,6 +291,8 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
 
 struct Isolate {
     port: Rc<dyn GatewayPort>,
+    /// Its clock and timers: skewed and late when the run has jitter.
+    runtime: Rc<dyn Runtime>,
     pacer: GatewayRateState,
     budget: Rc<GatewayBudgetState>,
     alive: Rc<Cell<bool>>,
@@ -294,6 +316,8 @@ struct Shared {
     waits: RefCell<Vec<f64>>,
     calls: Cell<u64>,
     dispatch_log: RefCell<Vec<(Millis, usize)>>,
+    /// Each call's way from its permit to the provider.
+    transit: Delays,
 }
 
 impl Shared {
@@ -317,6 +341,15 @@ impl Shared {
         }
     }
 
+    /// Takes a sent call to the provider; the time it arrives there.
+    async fn reach_provider(&self) -> Millis {
+        let transit = self.transit.draw();
+        if transit > 0 {
+            self.rt.sleep(transit).await;
+        }
+        self.rt.now_ms()
+    }
+
     async fn one_call(&self, isolate: &Isolate, arrived: Millis) -> Result<()> {
         // The budget is charged before the permit is drawn: a permit must be
         // used at its time, and a charge that waits out a gateway outage
@@ -331,8 +364,11 @@ impl Shared {
             self.budget_used.set(self.budget_used.get() + 1);
         }
         let pacer = if self.per_request_state {
-            let runtime: Rc<dyn Runtime> = Rc::new(self.rt.clone());
-            GatewayRateState::new(isolate.port.clone(), runtime, self.pacer_options.clone())
+            GatewayRateState::new(
+                isolate.port.clone(),
+                isolate.runtime.clone(),
+                self.pacer_options.clone(),
+            )
         } else {
             isolate.pacer.clone()
         };
@@ -354,14 +390,17 @@ impl Shared {
         self.dispatch_log
             .borrow_mut()
             .push((now - START_MS, isolate.index));
-        let reply = self.provider.begin(now);
+        // Quota headers are read against the isolate's own clock.
+        let sent_by_isolate_clock = isolate.runtime.now_ms();
+        let at_provider = self.reach_provider().await;
+        let reply = self.provider.begin(at_provider);
         self.rt.sleep(self.call_latency_ms).await;
         self.provider.end();
         if !isolate.alive.get() {
             std::mem::forget(permit);
             return Ok(());
         }
-        if let Some(quota) = reply.quota_headers.report(now) {
+        if let Some(quota) = reply.quota_headers.report(sent_by_isolate_clock) {
             pacer.observe_quota(BUCKET, None, quota);
         }
         match reply.answer {

@@ -9,6 +9,7 @@ mod executor;
 mod fake_clock;
 mod faulty_port;
 mod fleet;
+pub mod jitter;
 mod provider;
 mod report;
 mod requests;

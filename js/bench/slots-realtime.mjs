@@ -66,7 +66,7 @@ async function run(keepLeases) {
   const rate = counted / (SECONDS - WARMUP_MS / 1000);
   const mean = shares.reduce((a, b) => a + b, 0) / ISOLATES;
   const spread = Math.max(...shares.map((n) => Math.abs(n / mean - 1)));
-  const mode = keepLeases ? "kept leases (`keepLeases: true`)" : "one lease per permit (default)";
+  const mode = keepLeases ? "kept leases (default)" : "one lease per permit (`keepLeases: false`)";
   return `| ${mode} | ${rate.toFixed(1)} | ${((100 * rate) / BOUND).toFixed(1)}% of ${BOUND.toFixed(1)} | ${(trips / dispatches.length).toFixed(3)} | ${provider.most} of 5 | ${densestWindow(dispatches, 1000)} of 20 | ${(100 * spread).toFixed(0)}% |`;
 }
 

@@ -24,7 +24,7 @@ pub fn decode_text<T: Decode>(text: &[u8]) -> Result<T> {
 const QUOTE_LIMIT: usize = 48;
 
 pub(crate) fn quote(value: &Value) -> String {
-    let text = value.to_string();
+    let text = text_of(value);
     if text.len() <= QUOTE_LIMIT {
         return text;
     }
@@ -38,13 +38,21 @@ pub(crate) fn quote(value: &Value) -> String {
 /// `text` as a JSON string, for a message (core's `{:?}` would add its own
 /// escaping code and Unicode tables to the wasm).
 pub(crate) fn quoted(text: &str) -> String {
-    Value::from(text).to_string()
+    text_of(&Value::from(text))
 }
 
 /// A number as JSON writes it. Formatting floats through serde_json keeps
 /// core's float formatter (some 15 KB of wasm) out of the build.
 pub(crate) fn number_text(x: f64) -> String {
-    Value::from(x).to_string()
+    text_of(&Value::from(x))
+}
+
+/// `value` as JSON text, written the way the protocol writes its
+/// messages. Not through `Value`'s `Display`, which writes through an I/O
+/// adapter whose error type brings core's string escaping and Unicode
+/// tables into the wasm.
+fn text_of(value: &Value) -> String {
+    crate::protocol::encode(value)
 }
 
 pub(crate) fn as_object<'a>(value: &'a Value, path: &str) -> Result<Fields<'a>> {

@@ -5,7 +5,8 @@ mod common;
 
 use common::{acquire_rejects, other_rejects, same_json, FIXTURES};
 use paceline::protocol::{
-    decode, encode, rules_signature, AcquireRequest, AcquireResponse, ErrorBody, PacingRule,
+    decode, encode, rules_signature, AcquireRequest, AcquireResponse, ChargeResponse, ErrorBody,
+    PacingRule,
 };
 use paceline::{Detail, Error, ErrorCode};
 
@@ -100,6 +101,25 @@ fn every_bad_message_of_other_kinds_is_refused() {
         let message = outcome.unwrap_or_else(|why| panic!("{what}: {why}"));
         assert!(message.contains(says), "{what}: {message:?} lacks {says:?}");
     }
+}
+
+#[test]
+fn charge_answer_with_counters_not_an_object_is_refused_quoting_them_shortly() {
+    let long = "x".repeat(500);
+    let body = format!(r#"{{"counters":["{long}"]}}"#);
+    let e = decode::<ChargeResponse>(body.as_bytes()).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidInput);
+    assert!(
+        e.message
+            .starts_with("counters must be an object, got [\"xxx"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.ends_with('…') && e.message.len() < 120,
+        "{}",
+        e.message
+    );
 }
 
 #[test]

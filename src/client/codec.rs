@@ -3,47 +3,67 @@
 //! raised. Every transport goes through here, so a JS port, the in-process
 //! gateway and the simulation read answers alike.
 
+use serde_json::Value;
+
 use super::port::{GatewayReply, GatewayTransport};
 use crate::error::{Error, Result};
-use crate::protocol::{decode, encode, Endpoint, ErrorBody};
+use crate::protocol::{decode, encode, parse_body, Endpoint, ErrorBody, Message};
+use crate::rt::LocalBoxFuture;
 
 /// Enough of a proxy's HTML error page to recognise it in a log.
 const EXCERPT_BYTES: usize = 120;
 
-/// Posts `req` to its endpoint and decodes the answer.
-pub(crate) async fn call<T, E>(transport: &T, req: E) -> Result<E::Response>
+/// Posts `req` to its endpoint and decodes the answer. Only the encoding
+/// and the reading of the answer's fields are per endpoint: the round trip,
+/// the status and an error body are handled by one copy of the code for
+/// every message type.
+pub(crate) fn call<'a, T, E>(transport: &'a T, req: E) -> LocalBoxFuture<'a, Result<E::Response>>
 where
     T: GatewayTransport + ?Sized,
     E: Endpoint,
+    E::Response: 'a,
 {
     let path = E::ROUTE.path;
-    let reply = transport.post(path, encode(&req).into_bytes()).await?;
-    answer(path, reply)
+    let reply = transport.post(path, encode(&req).into_bytes());
+    Box::pin(async move { answer(path, reply.await?) })
 }
 
 /// A 2xx body as the endpoint's answer; anything else as the error it
 /// carries. A body that says nothing usable is `GATEWAY_UNAVAILABLE` with
 /// the status, naming what came back.
-pub(crate) fn answer<M: crate::protocol::Message>(path: &str, reply: GatewayReply) -> Result<M> {
-    let GatewayReply { status, body } = reply;
-    let unusable = |what: String| {
-        Error::unavailable(format!(
-            "paceline gateway answered HTTP {status} to POST {path} with {what}"
-        ))
-    };
-    if (200..300).contains(&status) {
-        return decode::<M>(&body).map_err(|e| {
-            unusable(format!(
-                "{} ({})",
-                describe(&body, "that is not its answer"),
-                e.message
-            ))
-        });
+pub(crate) fn answer<M: Message>(path: &str, reply: GatewayReply) -> Result<M> {
+    let body = answer_body(path, &reply)?;
+    M::from_value(&body).map_err(|e| not_its_answer(path, &reply, &e))
+}
+
+/// The JSON of a 2xx answer, or the error an answer of any other status
+/// carries.
+#[inline(never)]
+fn answer_body(path: &str, reply: &GatewayReply) -> Result<Value> {
+    if (200..300).contains(&reply.status) {
+        return parse_body(&reply.body).map_err(|e| not_its_answer(path, reply, &e));
     }
-    match decode::<ErrorBody>(&body) {
+    match decode::<ErrorBody>(&reply.body) {
         Ok(error) => Err(error.into_error()),
-        Err(_) => Err(unusable(describe(&body, "without an error code"))),
+        Err(_) => Err(unusable(
+            path,
+            reply,
+            describe(&reply.body, "without an error code"),
+        )),
     }
+}
+
+#[inline(never)]
+fn not_its_answer(path: &str, reply: &GatewayReply, e: &Error) -> Error {
+    let what = describe(&reply.body, "that is not its answer");
+    unusable(path, reply, format!("{what} ({})", e.message))
+}
+
+fn unusable(path: &str, reply: &GatewayReply, what: String) -> Error {
+    Error::unavailable(format!(
+        "paceline gateway answered HTTP {} to POST {path} with {what}",
+        reply.status
+    ))
 }
 
 fn describe(body: &[u8], what: &str) -> String {

@@ -48,23 +48,23 @@ pub trait GatewayPort {
 
 impl<T: GatewayTransport + ?Sized> GatewayPort for T {
     fn acquire(&self, req: AcquireRequest) -> LocalBoxFuture<'_, Result<AcquireResponse>> {
-        Box::pin(call(self, req))
+        call(self, req)
     }
 
     fn release(&self, req: ReleaseRequest) -> LocalBoxFuture<'_, Result<ReleaseResponse>> {
-        Box::pin(call(self, req))
+        call(self, req)
     }
 
     fn penalize(&self, req: PenalizeRequest) -> LocalBoxFuture<'_, Result<PenalizeResponse>> {
-        Box::pin(call(self, req))
+        call(self, req)
     }
 
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
-        Box::pin(call(self, req))
+        call(self, req)
     }
 
     fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {
-        Box::pin(call(self, req))
+        call(self, req)
     }
 }
 

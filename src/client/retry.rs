@@ -19,23 +19,33 @@ pub(crate) async fn with_retries<T, F>(rt: &dyn Runtime, mut call: impl FnMut() 
 where
     F: Future<Output = Result<T>>,
 {
-    let mut delays = STORE_RETRY_DELAYS_MS.iter();
+    let mut attempt = 0;
     loop {
         match call().await {
-            Err(e) if e.code == ErrorCode::GatewayUnavailable => match delays.next() {
-                Some(&delay) => rt.sleep(delay).await,
-                None => {
-                    return Err(Error {
-                        message: format!(
-                            "the gateway failed {} times: {}",
-                            STORE_RETRY_DELAYS_MS.len() + 1,
-                            e.message
-                        ),
-                        ..e
-                    })
-                }
-            },
-            other => return other,
+            Err(e) => rt.sleep(pause_after(e, &mut attempt)?).await,
+            answer => return answer,
         }
     }
+}
+
+/// After failed attempt number `attempt`: the pause before the next one,
+/// or the error to surface. Kept out of the generic loop, which has a copy
+/// per answer type.
+#[inline(never)]
+fn pause_after(e: Error, attempt: &mut usize) -> Result<Millis> {
+    if e.code != ErrorCode::GatewayUnavailable {
+        return Err(e);
+    }
+    let Some(&delay) = STORE_RETRY_DELAYS_MS.get(*attempt) else {
+        return Err(Error {
+            message: format!(
+                "the gateway failed {} times: {}",
+                STORE_RETRY_DELAYS_MS.len() + 1,
+                e.message
+            ),
+            ..e
+        });
+    };
+    *attempt += 1;
+    Ok(delay)
 }

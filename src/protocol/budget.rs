@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::limits;
 use crate::error::{Error, Result};
-use crate::json::{as_object, Decode};
+use crate::json::{as_object, quote, Decode};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -86,7 +86,8 @@ impl Decode for ChargeResponse {
             Some(Value::Object(_)) => f.opt_counters("counters")?,
             Some(other) => {
                 return Err(Error::invalid(format!(
-                    "counters must be an object, got {other}"
+                    "counters must be an object, got {}",
+                    quote(other)
                 )))
             }
             None => return Err(Error::invalid("counters is required and must be an object")),

@@ -35,7 +35,7 @@ mod quota;
 mod refill;
 mod surplus;
 
-use std::cell::{Cell, RefCell};
+use std::cell::{Cell, RefCell, RefMut};
 use std::collections::HashMap;
 use std::rc::Rc;
 
@@ -366,16 +366,25 @@ impl GatewayRateState {
     }
 
     fn state<T>(&self, bucket_id: &str, f: impl FnOnce(&mut BucketState) -> T) -> T {
+        f(&mut self.bucket(bucket_id))
+    }
+
+    /// The bucket's state, made at its first use. Not generic, so the wasm
+    /// holds one copy of the lookup rather than one per caller of `state`.
+    #[inline(never)]
+    fn bucket(&self, bucket_id: &str) -> RefMut<'_, BucketState> {
         let mut buckets = self.inner.buckets.borrow_mut();
         if !buckets.contains_key(bucket_id) && buckets.len() >= MAX_IDLE_BUCKETS {
             buckets.retain(|_, s| !s.is_idle());
         }
-        f(buckets
-            .entry(bucket_id.to_owned())
-            .or_insert_with(|| BucketState {
-                clock: self.inner.clock_seed.borrow().clone(),
-                ..BucketState::default()
-            }))
+        RefMut::map(buckets, |buckets| {
+            buckets
+                .entry(bucket_id.to_owned())
+                .or_insert_with(|| BucketState {
+                    clock: self.inner.clock_seed.borrow().clone(),
+                    ..BucketState::default()
+                })
+        })
     }
 }
 

@@ -28,11 +28,20 @@ pub(crate) fn quote(value: &Value) -> String {
     if text.len() <= QUOTE_LIMIT {
         return text;
     }
-    let mut cut = QUOTE_LIMIT;
-    while !text.is_char_boundary(cut) {
+    format!("{}…", head(&text, QUOTE_LIMIT))
+}
+
+/// The longest start of `text` of at most `max` bytes that ends on a
+/// character. Through `str::get`, which has no panic path: slicing would
+/// bring core's string-slicing panic and its formatting into the wasm.
+pub(crate) fn head(text: &str, max: usize) -> &str {
+    let mut cut = max.min(text.len());
+    loop {
+        if let Some(start) = text.get(..cut) {
+            return start;
+        }
         cut -= 1;
     }
-    format!("{}…", &text[..cut])
 }
 
 /// `text` as a JSON string, for a message (core's `{:?}` would add its own

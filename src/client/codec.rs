@@ -71,12 +71,9 @@ fn describe(body: &[u8], what: &str) -> String {
         return "an empty body".into();
     }
     let text = String::from_utf8_lossy(body);
-    let mut end = text.len().min(EXCERPT_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let ellipsis = if end < text.len() { "…" } else { "" };
-    let excerpt = crate::json::quoted(&format!("{}{ellipsis}", &text[..end]));
+    let start = crate::json::head(&text, EXCERPT_BYTES);
+    let ellipsis = if start.len() < text.len() { "…" } else { "" };
+    let excerpt = crate::json::quoted(&format!("{start}{ellipsis}"));
     format!("a body {what}: {excerpt}")
 }
 

@@ -49,7 +49,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{
     rules_signature, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse,
     ObserveRequest, ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
-    ReleaseResponse,
+    ReleaseResponse, SlotKind,
 };
 use bucket::{Bucket, CONCURRENCY_RETRY_MS};
 use config::check_now;
@@ -197,7 +197,7 @@ impl GatewayCore {
         let earliest = now + micros(lead);
         let kind = req
             .slots_wanted
-            .and_then(|_| bucket.slot_kind(req.paced_slots, now));
+            .and_then(|_| bucket.slot_kind(req.slot_kind, now));
         let mut kept = None;
         let grant = match (kind, req.slots_wanted) {
             (Some(paced), Some(wanted)) => {
@@ -269,10 +269,13 @@ impl GatewayCore {
                     lease_ttl,
                     &mut self.ids,
                 );
-                // A client that asked for paced slots while the bucket's
-                // kept leases are streamed comes back soon: they turn paced
-                // as soon as the last streamed one is back.
-                if req.paced_slots && grant.times.is_empty() {
+                // A client that asked for one kind of kept leases while
+                // the bucket's are of the other comes back soon: they turn
+                // as soon as the last of the old kind is back.
+                if req.slots_wanted.is_some()
+                    && req.slot_kind != SlotKind::Either
+                    && grant.times.is_empty()
+                {
                     grant.wait_ms = grant.wait_ms.min(CONCURRENCY_RETRY_MS);
                 }
                 grant

@@ -22,7 +22,9 @@
 //! the same answers grant in blocks. A bucket's kept leases are all of one
 //! kind: streamed calls are not on the timeline, so the two kinds mixed
 //! would count a window twice over. The kind changes only when no kept lease
-//! is live and none of the old kind's calls can still be in a window.
+//! is live, and no call of the new kind shares a window with the old
+//! kind's: paced slots wait for the streamed calls to leave every window,
+//! streams start a window after the last permit the timeline granted.
 //!
 //! While the adaptive rate is cut (or paused, or capped by what the
 //! provider said), slots are not streamed: each permit comes with a lease
@@ -41,7 +43,7 @@ use super::bucket::{Bucket, CONCURRENCY_RETRY_MS};
 use super::grant::Grant;
 use super::leases::{format_lease_id, parse_lease_id, LeaseId, LeaseIds, MAX_LIVE_LEASES};
 use super::timeline::{ceil_ms, interval_for_rps, Micros};
-use crate::protocol::LEASE_CHAIN_MS;
+use crate::protocol::{SlotKind, LEASE_CHAIN_MS};
 
 /// How long a lease may be kept through renewals while others wait.
 pub(crate) const MAX_CHAIN_US: Micros = LEASE_CHAIN_MS * 1_000;
@@ -80,6 +82,15 @@ pub(crate) struct SlotStreams {
     /// timeline ended: such calls may still be in a window until a window
     /// after.
     pub kept_ended_at: Micros,
+    /// The kind the last client that knew its calls asked for: clients
+    /// that have seen no call yet are handed it, so a fleet turns to the
+    /// kind its calls need as soon as one isolate has seen one end. Not
+    /// kept in a snapshot.
+    pub asked_paced: Option<bool>,
+    /// No slot's stream starts before this: the bucket turned from paced
+    /// to streamed slots, and no streamed call may share a window with the
+    /// paced calls the timeline granted before.
+    pub streams_from: Micros,
     /// The narrowest spacing streamed leases were granted at (`0` before
     /// any): a lease ended sooner than twice that after its grant started
     /// no call but its first, which was on the timeline. Not kept in a
@@ -119,6 +130,7 @@ impl SlotStreams {
     /// a slot never used (fewer freed slots are known than `free`), else
     /// the earliest freed one.
     pub fn take_slot(&mut self, now: Micros, free: u64) -> Micros {
+        let now = now.max(self.streams_from);
         if (self.free_ready.len() as u64) < free {
             return now;
         }
@@ -174,25 +186,41 @@ impl Bucket {
     }
 
     /// The kind of kept leases the bucket hands a client that asks for
-    /// `paced` ones: `Some(true)` paced, `Some(false)` streamed, `None`
-    /// when it keeps none of that kind now (the client is then granted one
-    /// lease per permit). A bucket turns to the other kind only when no
+    /// `asked`: `Some(true)` paced, `Some(false)` streamed, `None` when it
+    /// keeps none of that kind now (the client is then granted one lease
+    /// per permit). A client that has seen no call yet takes the kind the
+    /// bucket hands out now. A bucket turns to the other kind only when no
     /// kept lease is live and none of the old kind's calls can still be in
     /// any window: streamed calls after a lease's first are not on the
     /// timeline, and paced calls are on no slot's stream.
-    pub fn slot_kind(&mut self, paced: bool, now: Micros) -> Option<bool> {
+    pub fn slot_kind(&mut self, asked: SlotKind, now: Micros) -> Option<bool> {
         self.max_concurrency()?;
         let streams = &self.leases.streams;
+        let paced = match asked {
+            SlotKind::Paced => true,
+            SlotKind::Streamed => false,
+            SlotKind::Either => streams.asked_paced.unwrap_or(streams.paced),
+        };
+        if asked != SlotKind::Either {
+            self.leases.streams.asked_paced = Some(paced);
+        }
+        let streams = &self.leases.streams;
         if streams.paced != paced {
-            let window = self.longest_window_us();
-            let calls_until = match streams.paced {
-                // Streamed calls ran until their leases went back.
-                false => streams.kept_ended_at,
-                // Paced calls ran on the timeline's permits.
-                true => self.last_at.unwrap_or(0).max(streams.kept_ended_at),
-            };
-            if !streams.chains.is_empty() || calls_until.saturating_add(window) > now {
+            if !streams.chains.is_empty() {
                 return None;
+            }
+            let window = self.longest_window_us();
+            match paced {
+                // Streamed calls after a lease's first ran until their
+                // leases went back.
+                true if streams.kept_ended_at.saturating_add(window) > now => return None,
+                true => {}
+                // Paced calls ran on the timeline's permits, granted up
+                // to its last: streams start a window after it.
+                false => {
+                    let last = self.last_at.unwrap_or(0).max(now);
+                    self.leases.streams.streams_from = last.saturating_add(window);
+                }
             }
             self.leases.streams.paced = paced;
         }
@@ -377,10 +405,12 @@ mod tests {
     use crate::gateway::leases::LeaseKey;
     use crate::protocol::{rules_signature, PacingRule};
 
+    /// A bucket whose kept leases are streamed.
     fn bucket(limit: u64, max: u64) -> Bucket {
         let mut b = Bucket::new(0);
         let rules = [PacingRule::new(limit, 1_000).with_max_concurrency(max)];
         b.apply_rules(&rules, rules_signature(&rules), 0);
+        b.leases.streams.paced = false;
         b
     }
 

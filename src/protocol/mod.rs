@@ -20,7 +20,7 @@ pub use error_body::{ErrorBody, ErrorFields};
 pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};
 pub use rate::{
     AcquireRequest, AcquireResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
-    ReleaseResponse, LEASE_CHAIN_MS,
+    ReleaseResponse, SlotKind, LEASE_CHAIN_MS,
 };
 pub(crate) use rule::rules_from;
 pub use rule::{has_concurrency, rules_signature, PacingRule};

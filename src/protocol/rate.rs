@@ -69,14 +69,47 @@ pub struct AcquireRequest {
     /// come with no ticket; an older gateway ignores it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_ticket: Option<u64>,
-    /// With `slotsWanted`: the client's calls are short, so it asks for
-    /// slots it keeps as a semaphore, each call also taking a permit of this
-    /// grant's (`requested`) from the timeline, rather than slots streamed
-    /// at a spacing. The answer says which it got: `leaseSpacingMs: 0` for
-    /// paced slots. An older gateway ignores it and streams, or grants one
-    /// lease per time.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub paced_slots: bool,
+    /// With `slotsWanted`: the kind of slots the client keeps. `paced`
+    /// (its calls are short): slots kept as a semaphore, each call also
+    /// taking a permit of this grant's (`requested`) from the timeline.
+    /// `streamed` (the default, and all an older client knows): slots
+    /// streamed at a spacing. `either` (it has seen no call yet): whichever
+    /// the bucket hands out now. The answer says which it got:
+    /// `leaseSpacingMs: 0` for paced slots. An older gateway ignores it and
+    /// streams, or grants one lease per time.
+    #[serde(skip_serializing_if = "SlotKind::is_streamed")]
+    pub slot_kind: SlotKind,
+}
+
+/// The kind of kept leases a client asks for (see
+/// [`AcquireRequest::slot_kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SlotKind {
+    #[default]
+    Streamed,
+    Paced,
+    Either,
+}
+
+impl SlotKind {
+    fn is_streamed(&self) -> bool {
+        *self == SlotKind::Streamed
+    }
+
+    fn from_fields(f: &Fields) -> Result<Self> {
+        Ok(match f.opt_string("slotKind", 16)? {
+            None | Some("streamed") => SlotKind::Streamed,
+            Some("paced") => SlotKind::Paced,
+            Some("either") => SlotKind::Either,
+            Some(other) => {
+                return Err(Error::invalid(format!(
+                    "slotKind must be \"streamed\", \"paced\" or \"either\", got {}",
+                    crate::json::quoted(other)
+                )))
+            }
+        })
+    }
 }
 
 impl Decode for AcquireRequest {
@@ -105,7 +138,7 @@ impl Decode for AcquireRequest {
                 None => Vec::new(),
             },
             turn_ticket: f.opt_integer("turnTicket", 0, limits::MAX_TURN_TICKET)?,
-            paced_slots: f.opt_bool("pacedSlots")?.unwrap_or(false),
+            slot_kind: SlotKind::from_fields(&f)?,
         })
     }
 }

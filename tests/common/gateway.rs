@@ -19,7 +19,7 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         slots_wanted: None,
         held_lease_ids: Vec::new(),
         turn_ticket: None,
-        paced_slots: false,
+        slot_kind: Default::default(),
     }
 }
 

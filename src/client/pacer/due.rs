@@ -7,6 +7,7 @@ use super::refill::Target;
 use super::{GatewayRateState, PermitRequest};
 use crate::client::permit::Permit;
 use crate::error::Result;
+use crate::protocol::has_concurrency;
 use crate::time::Millis;
 
 /// No permit is due now: ask again after `retry_after_ms`. It is the wait
@@ -43,8 +44,10 @@ impl GatewayRateState {
                 return Ok(self.take_kept_now(&target, now));
             }
         }
-        // A permit drawn at `now` is alive at `now`, so it is good to send.
-        Ok(self.draw(&target, now, now).map(|(_, _, permit)| permit))
+        // A permit drawn at `now` is alive at `now`, so it is good to send;
+        // under a concurrency bound, only with a lease.
+        let permit = self.draw(&target, now, now).map(|(_, _, permit)| permit);
+        Ok(permit.filter(|p| p.lease_id().is_some() || !has_concurrency(&target.rules)))
     }
 
     /// A kept lease's permit due now: a streamed lease whose next start has

@@ -1,10 +1,11 @@
-//! How long this isolate's calls hold a concurrency slot, and so whether
-//! kept leases pay. A kept lease starts at most one call per spacing of its
-//! slot (see `pool`); when calls hold their slot about that long or longer,
-//! the slots bind, and keeping them saves a round trip per call. When calls
-//! are short, the rate binds: a kept lease would sit idle between its
-//! spaced calls while the rate allows more, so permits come one lease each,
-//! paced by the timeline, which uses the whole rate.
+//! How long this isolate's calls hold a concurrency slot, and so which
+//! kind of kept leases pays. A streamed lease starts at most one call per
+//! spacing of its slot (see `pool`); when calls hold their slot about that
+//! long or longer, the slots bind, and streaming them needs no permit per
+//! call. When calls are short, the rate binds: a streamed lease would sit
+//! idle between its spaced calls while the rate allows more, so slots are
+//! paced (see `paced`), each call taking a permit of the timeline's, which
+//! uses the whole rate.
 
 use crate::protocol::PacingRule;
 use crate::time::Millis;
@@ -31,17 +32,21 @@ impl HoldTime {
         });
     }
 
-    /// Whether to ask the gateway to let this isolate keep its leases:
-    /// until calls are seen short. (A fleet whose isolates start one lease
-    /// per permit and turn to kept leases later shares slots unevenly: the
-    /// late ones find them held.)
-    pub fn worth_keeping(&self, rules: &[PacingRule]) -> bool {
-        self.share_of(slot_spacing_ms(rules))
-            .is_none_or(|share| share >= KEEP_FROM)
+    /// Whether a call was seen to end.
+    pub fn seen(&self) -> bool {
+        self.mean_ms.is_some()
     }
 
-    /// Whether a pool whose slots are spaced `spacing_ms` apart should go
-    /// back: its calls are too short to use them.
+    /// Whether streamed slots pay: calls here were seen to hold a slot
+    /// about as long as its spacing. Until a call is seen (see `seen`),
+    /// this isolate takes whichever kind the bucket hands out.
+    pub fn streams_pay(&self, rules: &[PacingRule]) -> bool {
+        self.share_of(slot_spacing_ms(rules))
+            .is_some_and(|share| share >= KEEP_FROM)
+    }
+
+    /// Whether a pool whose slots are streamed `spacing_ms` apart should
+    /// go back: its calls are too short to use them.
     pub fn too_short_for(&self, spacing_ms: Millis) -> bool {
         self.share_of(Some(spacing_ms as f64))
             .is_some_and(|share| share < DISSOLVE_BELOW)
@@ -72,21 +77,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn calls_as_long_as_the_spacing_keep_leases_and_short_ones_do_not() {
+    fn calls_as_long_as_the_spacing_stream_their_slots_and_short_ones_do_not() {
         let rules = [PacingRule::new(20, 1_000).with_max_concurrency(5)];
         let mut long = HoldTime::default();
-        assert!(
-            long.worth_keeping(&rules),
-            "kept until calls are seen short"
-        );
+        assert!(!long.seen() && !long.streams_pay(&rules));
         long.record(300);
-        assert!(
-            long.worth_keeping(&rules),
-            "300 ms against a 250 ms spacing"
-        );
+        assert!(long.streams_pay(&rules), "300 ms against a 250 ms spacing");
         let mut short = HoldTime::default();
         short.record(40);
-        assert!(!short.worth_keeping(&rules));
+        assert!(!short.streams_pay(&rules));
         assert!(short.too_short_for(250));
         assert!(!long.too_short_for(250));
     }

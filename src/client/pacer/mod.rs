@@ -43,7 +43,7 @@ use super::permit::Permit;
 use super::port::{GatewayPort, LocalGateway};
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
-use crate::protocol::{limits, rules_signature, PacingRule};
+use crate::protocol::{has_concurrency, limits, rules_signature, PacingRule};
 use crate::rt::{abortable, AbortSignal, Runtime};
 use crate::time::Millis;
 use bucket_state::BucketState;
@@ -224,7 +224,9 @@ impl GatewayRateState {
             }
             let now = self.inner.rt.now_ms();
             if let Some((due, deadline, permit)) = self.draw(&target, now, Millis::MAX) {
-                if permit.lease_id().is_none() && self.paced_pool(&target.bucket_id) {
+                // Under a concurrency bound a permit without a lease needs
+                // one of the paced slots kept here (none: it is dead).
+                if permit.lease_id().is_none() && has_concurrency(&target.rules) {
                     match self.paced_call(&target, due, deadline, req.signal).await? {
                         Some(permit) => return Ok(permit),
                         None => continue,

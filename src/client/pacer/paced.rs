@@ -28,7 +28,8 @@ impl GatewayRateState {
 
     /// Waits for a drawn permit's time `due` and takes a slot for its call,
     /// while the permit is good (until `deadline`). `None` when no slot came
-    /// in time: the permit is dead, and the caller draws another.
+    /// in time, or the bucket keeps no paced slots here (any more): the
+    /// permit is dead, and the caller draws another.
     pub(super) async fn paced_call(
         &self,
         target: &Target,
@@ -41,7 +42,7 @@ impl GatewayRateState {
         let mut missed = false;
         loop {
             let now = rt.now_ms();
-            if now > deadline {
+            if now > deadline || !self.paced_pool(bucket_id) {
                 return Ok(None);
             }
             if now >= due {

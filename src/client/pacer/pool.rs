@@ -136,16 +136,20 @@ impl GatewayRateState {
         if let Some((token, rules, ready)) = orphan {
             return self.release_spaced(bucket_id, token, rules, lease_id.to_owned(), ready);
         }
-        let short = self.state(bucket_id, |s| {
+        let wrong_kind = self.state(bucket_id, |s| {
             let p = s.pool.as_ref()?;
             let call = p.in_call.get(lease_id)?;
             s.hold.record(now.saturating_sub(call.since));
-            Some(s.hold.too_short_for(p.spacing_ms))
+            Some(match p.paced() {
+                true => s.hold.streams_pay(&p.rules),
+                false => s.hold.too_short_for(p.spacing_ms),
+            })
         });
-        if short == Some(true) {
-            // Calls here are too short to use a slot per spacing: the pool
+        if wrong_kind == Some(true) {
+            // Calls here are too short to use a slot per spacing, or long
+            // enough that streamed slots need no permit per call: the pool
             // goes back (this lease once its call is over, just below) and
-            // permits come one lease each.
+            // the next request asks for the other kind.
             self.dissolve_pool(bucket_id);
             return self.end_call(bucket_id, lease_id);
         }

@@ -99,6 +99,19 @@ impl GatewayRateState {
         drop(self.give_back_kept(bucket_id, idle));
         let pool = self.state(bucket_id, |s| s.pool.take());
         let Some(pool) = pool else { return };
+        if pool.paced() {
+            // Its permits took their slots from the pool: their times go
+            // back for another isolate.
+            let now = self.inner.rt.now_ms();
+            let stale = self.state(bucket_id, |s| {
+                let block = s.block.take()?;
+                Some((block, s.clock.to_gateway(now)))
+            });
+            if let Some((block, gateway_now)) = stale {
+                let slots = block.slots.into();
+                self.give_back(bucket_id, block.token, &block.rules, slots, gateway_now);
+            }
+        }
         let busy = pool
             .in_call
             .iter()

@@ -7,7 +7,7 @@ use super::demand::{block_size, horizon_budget, Demand};
 use super::{BucketState, GatewayRateState, REFILL_POLL_MS, REFILL_TIMEOUT_MS};
 use crate::client::retry::with_retries;
 use crate::error::{Error, Result};
-use crate::protocol::{has_concurrency, AcquireRequest, AcquireResponse, PacingRule};
+use crate::protocol::{has_concurrency, AcquireRequest, AcquireResponse, PacingRule, SlotKind};
 use crate::rt::{abortable, AbortSignal, Event};
 use crate::time::Millis;
 
@@ -289,6 +289,12 @@ impl GatewayRateState {
                 // seen short): one to start with, then one for each caller
                 // that found none free at its permit's time.
                 let slots = keep_leases.then(|| match &mut s.pool {
+                    // A pool that holds nothing (made by a refusal) names
+                    // no kind while no call was seen.
+                    Some(pool) if pool.coming() == 0 && !s.hold.seen() => {
+                        pool.renewing = Vec::new();
+                        (1, Vec::new(), SlotKind::Either)
+                    }
                     Some(pool) => {
                         pool.renewing = pool.held();
                         let wanted = match pool.paced() {
@@ -299,14 +305,24 @@ impl GatewayRateState {
                                 .min(1),
                             false => s.waiters.saturating_sub(pool.idle.len() as u64),
                         };
-                        (wanted, pool.renewing.clone(), pool.paced())
+                        let kind = match pool.paced() {
+                            true => SlotKind::Paced,
+                            false => SlotKind::Streamed,
+                        };
+                        (wanted, pool.renewing.clone(), kind)
                     }
-                    None => match s.hold.worth_keeping(&target.rules) {
-                        true => (s.waiters, Vec::new(), false),
-                        false => (1, Vec::new(), true),
+                    None => match s.hold.seen() {
+                        false => (1, Vec::new(), SlotKind::Either),
+                        true if s.hold.streams_pay(&target.rules) => {
+                            (s.waiters, Vec::new(), SlotKind::Streamed)
+                        }
+                        true => (1, Vec::new(), SlotKind::Paced),
                     },
                 });
-                let paced = slots.as_ref().is_some_and(|(_, _, paced)| *paced);
+                // Permits without leases, unless the answer streams slots.
+                let paced = slots
+                    .as_ref()
+                    .is_some_and(|(_, _, kind)| *kind != SlotKind::Streamed);
                 let demand = Demand {
                     waiters: s.waiters,
                     draw_rate_per_s: s.draw_rate.rate_at(sent),
@@ -334,9 +350,9 @@ impl GatewayRateState {
                     turn_ticket,
                 )
             });
-        let (slots_wanted, held_lease_ids, paced_slots) = match slots {
-            Some((wanted, held, paced)) => (Some(wanted), held, paced),
-            None => (None, Vec::new(), false),
+        let (slots_wanted, held_lease_ids, slot_kind) = match slots {
+            Some((wanted, held, kind)) => (Some(wanted), held, kind),
+            None => (None, Vec::new(), SlotKind::Streamed),
         };
         // A lease released a moment ago rides on this acquire instead of a
         // release of its own.
@@ -356,7 +372,7 @@ impl GatewayRateState {
             slots_wanted,
             held_lease_ids,
             turn_ticket,
-            paced_slots,
+            slot_kind,
         };
         // The round trip is timed on the attempt that answered, not across
         // the pauses between retries.

@@ -172,6 +172,10 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
     if version >= 5 {
         bucket.leases.streams = read_streams(r, &lease_ids, version)?;
     }
+    // Before version 6 every kept lease was streamed.
+    if version < 6 {
+        bucket.leases.streams.paced = false;
+    }
     // Before version 6 no turn tickets were kept: clients that show one
     // are served as clients without one.
     if version >= 6 {

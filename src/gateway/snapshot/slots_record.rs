@@ -32,6 +32,7 @@ pub(super) fn write_streams(w: &mut Writer, s: &SlotStreams, leases: &[LeaseId])
     w.opt_uint(s.return_delay_us);
     w.uint(u64::from(s.paced));
     w.uint(s.kept_ended_at);
+    w.uint(s.streams_from);
 }
 
 /// The times of the listed leases, by place: an entry for a lease the
@@ -88,6 +89,7 @@ pub(super) fn read_streams(r: &mut Reader, leases: &[LeaseId], version: u8) -> R
             }
         };
         streams.kept_ended_at = r.uint()?;
+        streams.streams_from = r.uint()?;
     }
     Ok(streams)
 }
@@ -129,6 +131,7 @@ mod tests {
             return_delay_us: Some(40),
             paced: true,
             kept_ended_at: 1_500,
+            streams_from: 1_800,
             spacing_floor_us: 0,
         }
     }

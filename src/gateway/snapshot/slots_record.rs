@@ -132,6 +132,7 @@ mod tests {
             paced: true,
             kept_ended_at: 1_500,
             streams_from: 1_800,
+            asked_paced: None,
             spacing_floor_us: 0,
         }
     }

@@ -179,8 +179,9 @@ pub(crate) struct AdaptiveRate {
     /// probe took more than the plateau held before it: a guess at a limit
     /// that rose, not a level refused just above. A 429 short of it says
     /// the guess was high (a reading errs high by about a call), not that
-    /// the limit is falling. Not kept in a snapshot: a restored rate reads
-    /// its next step as after any other.
+    /// the limit is falling. It stays a guess through the steps and failed
+    /// probes that keep it as their floor. Not kept in a snapshot: a
+    /// restored rate reads its next step as after any other.
     pub plateau_guessed: bool,
 }
 

@@ -102,10 +102,17 @@ impl AdaptiveRate {
             (None, Some(read)) => Some(self.under_reading(read)),
             (None, None) => None,
         };
-        self.plateau_guessed = near_plateau
+        // A guess stays one through the steps and failed probes that keep
+        // it as their floor, until a cut sets a plateau of its own.
+        let rise_read = near_plateau
             && self.is_probing()
             && collapsed.is_none()
             && accepted.is_some_and(|read| reads_a_rise(read, w_max));
+        let guess_kept = self.plateau_guessed
+            && near_plateau
+            && collapsed.is_none()
+            && (!self.is_probing() || goes_on.as_ref().is_some_and(|c| c.w_max >= w_max));
+        self.plateau_guessed = rise_read || guess_kept;
         if let Some(curve) = goes_on {
             self.curve = Some(curve);
             self.credited_until = self.credited_until.max(now);

@@ -135,6 +135,12 @@ writeFileSync(
   }),
 );
 console.log(`\nchart: ${chartPath}`);
+// PACELINE_DEMO_LOG=file keeps the provider's call log and the samples, to
+// read a run's figures second by second afterwards.
+if (process.env.PACELINE_DEMO_LOG) {
+  writeFileSync(process.env.PACELINE_DEMO_LOG, JSON.stringify({ started, calls, samples }));
+  console.log(`call log: ${process.env.PACELINE_DEMO_LOG}`);
+}
 
 await app.dispose();
 await provider.dispose();

@@ -175,6 +175,14 @@ pub(crate) struct AdaptiveRate {
     pub event_until: Micros,
     /// How far a probe may step past the rate seen accepted.
     pub leash: Leash,
+    /// The curve's plateau was read from one second in which a failed
+    /// probe took more than the plateau held before it: a guess at a limit
+    /// that rose, not a level refused just above. A 429 short of it says
+    /// the guess was high (a reading errs high by about a call), not that
+    /// the limit is falling. It stays a guess through the steps and failed
+    /// probes that keep it as their floor. Not kept in a snapshot: a
+    /// restored rate reads its next step as after any other.
+    pub plateau_guessed: bool,
 }
 
 impl AdaptiveRate {
@@ -203,6 +211,7 @@ impl AdaptiveRate {
             counted_at: 0,
             event_until: 0,
             leash: Leash::default(),
+            plateau_guessed: false,
         }
     }
 

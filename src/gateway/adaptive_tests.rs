@@ -371,3 +371,37 @@ fn readings_coming_down_to_a_limit_after_an_overshoot_are_not_taken_for_a_fallin
     let plateau = (refused * DRIFT_PLATEAU).min(15.0 * READ_PLATEAU);
     assert!(close(c.w_max, plateau), "{} for {plateau}", c.w_max);
 }
+
+/// Bug: a failed probe read one call high (16 against a true 15, as on a
+/// host that sends calls late) set a plateau over the limit, a guess never
+/// taken. The next failed probe kept that guess as its floor, and the 429
+/// after it, reading the true 15, was taken for a falling limit: the rate
+/// was followed down to 11 of 15 for ten seconds (the demo on a loaded
+/// machine). A guess stays a guess while cuts keep it as their floor, and
+/// no trend follows from it.
+#[test]
+fn a_plateau_guessed_from_a_reading_one_call_high_stays_a_guess_bug_the_demo_fell_to_11_of_15() {
+    let mut a = AdaptiveRate::new(25.0);
+    a.cut(S, S, S, Some(15.0));
+    let mut t = run_for(&mut a, 2 * S, 5);
+    let mut waited = 0;
+    while a.rate() <= 16.2 {
+        t = run_for(&mut a, t, 1);
+        waited += 1;
+        assert!(waited < 20, "the probe never passed 16.2: {}", a.rate());
+    }
+    // The probe is refused; the second before read 16: taken for a rise.
+    a.cut(t, S, t, Some(16.0));
+    assert!(a.plateau_guessed);
+    assert!(a.curve.as_ref().is_some_and(|c| c.w_max > 15.0));
+    // Probing past that guess, refused again; the provider took 15.
+    let t = run_for(&mut a, t + S, RECOVERY_S as u64 + 1);
+    assert!(a.is_probing(), "{:?}", a.curve);
+    a.cut(t, S, t, Some(15.0));
+    assert!(a.plateau_guessed, "the guess is still the floor");
+    // A 429 two seconds on, again reading 15: a step, not a fall.
+    let t = run_for(&mut a, t + S, 2);
+    a.cut(t, S, t, Some(15.0));
+    run_for(&mut a, t + S, FALL_S as u64);
+    assert!(a.rate() >= 13.0, "followed down to {}", a.rate());
+}

@@ -312,6 +312,8 @@ pub struct CallToolRun {
     pub accepted_per_second: Vec<u64>,
     pub dispatched: u64,
     pub refused: u64,
+    /// When each 429 was answered, ms since the start.
+    pub refused_at: Vec<Millis>,
 }
 
 /// The demo's case through the governor: one isolate's rate state shared
@@ -320,6 +322,17 @@ pub struct CallToolRun {
 /// second and answers 429 with `Retry-After: 1` above it; the gateway's
 /// default config (1 s horizon), 10 ms to it, 20 ms calls.
 pub fn overstated_rule_through_call_tool(duration_ms: Millis) -> CallToolRun {
+    overstated_rule_through_stalling_call_tool(duration_ms, 0, 0)
+}
+
+/// [`overstated_rule_through_call_tool`] on a host that stalls: each call
+/// leaves up to `max_stall_ms` after its permit's time (uniform, drawn from
+/// `seed`), as on a busy machine whose timers fire late.
+pub fn overstated_rule_through_stalling_call_tool(
+    duration_ms: Millis,
+    max_stall_ms: Millis,
+    seed: u64,
+) -> CallToolRun {
     use std::rc::Rc;
 
     use super::{Answer, FaultyPort, Provider, SimRuntime, T0};
@@ -341,6 +354,7 @@ pub fn overstated_rule_through_call_tool(duration_ms: Millis) -> CallToolRun {
     let runtime: Rc<dyn Runtime> = Rc::new(rt.clone());
     let pacer = GatewayRateState::new(Rc::new(port), runtime.clone(), PacerOptions::default());
     let provider = Rc::new(Provider::new(|_| 15, None));
+    let stalls = Rc::new(std::cell::RefCell::new(super::arrivals::Rng::new(seed)));
     for run in 0..4 {
         let config = GovernorConfig::new(
             Adapter::EsmWorkers,
@@ -360,7 +374,7 @@ pub fn overstated_rule_through_call_tool(duration_ms: Millis) -> CallToolRun {
             runtime.clone(),
         );
         let governor = Governor::new(config).expect("valid governor config");
-        let (rt, provider) = (rt.clone(), provider.clone());
+        let (rt, provider, stalls) = (rt.clone(), provider.clone(), stalls.clone());
         let options = CallOptions {
             retry_safe: true,
             ..CallOptions::default()
@@ -369,7 +383,11 @@ pub fn overstated_rule_through_call_tool(duration_ms: Millis) -> CallToolRun {
             while rt.now_ms() < end {
                 let call = |_| {
                     let (rt, provider) = (rt.clone(), provider.clone());
+                    let stall = stalls.borrow_mut().below(max_stall_ms + 1);
                     async move {
+                        if stall > 0 {
+                            rt.sleep(stall).await;
+                        }
                         let reply = provider.begin(rt.now_ms());
                         rt.sleep(20).await;
                         provider.end();
@@ -407,5 +425,6 @@ pub fn overstated_rule_through_call_tool(duration_ms: Millis) -> CallToolRun {
         accepted_per_second: accepted.into_iter().map(|n| n.max(0) as u64).collect(),
         dispatched: dispatches.len() as u64,
         refused: refusals.len() as u64,
+        refused_at: refusals.iter().map(|&at| at - T0).collect(),
     }
 }

@@ -78,6 +78,7 @@ impl AdaptiveRate {
         // as a random 429 does.
         let accepted = accepted_rps.filter(|&a| a < rate);
         self.event_until = granted_until.saturating_add(MATURITY_US);
+        let run_before = self.memory;
         if self.trust_us >= RUN_BREAK_US || self.memory.is_none() {
             self.memory = Some(rate);
         }
@@ -92,13 +93,26 @@ impl AdaptiveRate {
         let goes_on = match (collapsed, accepted) {
             (Some(_), _) => None,
             // Refused while holding: the limit drifted down a little.
-            _ if near_plateau && !self.is_probing() => Some(self.drift_step(rate, accepted)),
+            _ if near_plateau && !self.is_probing() => {
+                Some(self.drift_step(rate, accepted, run_before))
+            }
             _ if near_plateau => Some(self.failed_probe(now, granted_until, rate, w_max, accepted)),
             // The provider still takes a good share: its limit fell to what
             // it took. Go just under it; the fleet goes on at once.
             (None, Some(read)) => Some(self.under_reading(read)),
             (None, None) => None,
         };
+        // A guess stays one through the steps and failed probes that keep
+        // it as their floor, until a cut sets a plateau of its own.
+        let rise_read = near_plateau
+            && self.is_probing()
+            && collapsed.is_none()
+            && accepted.is_some_and(|read| reads_a_rise(read, w_max));
+        let guess_kept = self.plateau_guessed
+            && near_plateau
+            && collapsed.is_none()
+            && (!self.is_probing() || goes_on.as_ref().is_some_and(|c| c.w_max >= w_max));
+        self.plateau_guessed = rise_read || guess_kept;
         if let Some(curve) = goes_on {
             self.curve = Some(curve);
             self.credited_until = self.credited_until.max(now);
@@ -146,11 +160,11 @@ impl AdaptiveRate {
     /// refuses costs a 429 (more at a longer horizon, whose blocks went out
     /// at the rate before it), so a limit sliding down is better followed
     /// than met.
-    fn drift_step(&self, rate: f64, accepted: Option<f64>) -> Curve {
+    fn drift_step(&self, rate: f64, accepted: Option<f64>, run_before: Option<f64>) -> Curve {
         let read = accepted.unwrap_or(f64::INFINITY);
         let start = (rate * DRIFT_BETA).min(read * READ_BETA);
         let plateau = (rate * DRIFT_PLATEAU).min(read * READ_PLATEAU);
-        match self.falling_rps_per_s(read, plateau) {
+        match self.falling_rps_per_s(read, plateau, run_before) {
             Some(fall) => Curve::between(
                 start,
                 (plateau - fall * FALL_S).max(plateau * (1.0 - MAX_FALL)),
@@ -163,18 +177,22 @@ impl AdaptiveRate {
     /// How fast the limit fell since the last cut, in requests per second
     /// each second, when this step follows closely on a step and the
     /// provider now takes less than the plateau that step set. Not after a
-    /// deep cut, nor in a run of cuts that began more than a deep cut above
-    /// (a rate that overshot by far reads high for a second or two, so
-    /// its readings come down to the limit as a falling limit's would):
+    /// deep cut, nor after a step in a run of cuts that began more than a
+    /// deep cut above (`run_before`, the rate before the run the last cut
+    /// belonged to: a rate that overshot by far reads high for a second or
+    /// two, so its readings come down to the limit as a falling limit's
+    /// would), nor after a plateau a failed probe guessed from one reading:
     /// there the plateaus say how far the guess was off, not how the limit
-    /// moves.
-    fn falling_rps_per_s(&self, read: f64, plateau: f64) -> Option<f64> {
+    /// moves. A reading is a count of calls in one second, so one call off
+    /// at 15 req/s is 7%, and on a host that sends calls late it is often
+    /// off by one; followed down, such a guess cost a quarter of the rate
+    /// for ten seconds.
+    fn falling_rps_per_s(&self, read: f64, plateau: f64, run_before: Option<f64>) -> Option<f64> {
         let c = self.curve.as_ref()?;
         let since_s = c.elapsed_us as f64 / 1e6;
-        let after_a_step = c.rate_at(0, self.cap) >= STEP_SHARE * self.leash.refused
-            && self
-                .memory
-                .is_none_or(|before_run| self.leash.refused >= BETA * before_run);
+        let after_a_step = !self.plateau_guessed
+            && c.rate_at(0, self.cap) >= STEP_SHARE * self.leash.refused
+            && run_before.is_none_or(|before_run| self.leash.refused >= BETA * before_run);
         let took_less = read * READ_PLATEAU < c.w_max;
         (after_a_step && took_less && since_s <= TREND_S)
             .then(|| (c.w_max - plateau).max(0.0) / since_s.max(1.0))
@@ -208,7 +226,7 @@ impl AdaptiveRate {
             Some(read) => Curve::from(
                 (read * READ_BETA).max(w_max * PROBE_BETA),
                 (read * READ_PLATEAU).max(w_max),
-                if read * READ_PLATEAU > w_max * (1.0 + FIRST_STEP) {
+                if reads_a_rise(read, w_max) {
                     RECOVERY_S
                 } else {
                     HOLD_S
@@ -228,4 +246,10 @@ impl AdaptiveRate {
             p.probe_every_us = cooldown_us.max(1);
         }
     }
+}
+
+/// Whether a failed probe's reading shows the limit rose: what the provider
+/// took is clearly past the plateau held before the probe.
+fn reads_a_rise(read: f64, plateau: f64) -> bool {
+    read * READ_PLATEAU > plateau * (1.0 + FIRST_STEP)
 }

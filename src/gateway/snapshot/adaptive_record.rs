@@ -64,6 +64,7 @@ pub(super) fn read_adaptive(r: &mut Reader, version: u8) -> Result<AdaptiveRate>
         counted_at: r.uint()?,
         event_until: r.uint()?,
         leash: Leash::default(),
+        plateau_guessed: false,
     };
     // Before version 3 the leash was not kept: it is slack until the next
     // cut sets it.

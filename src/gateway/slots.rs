@@ -195,6 +195,13 @@ impl Bucket {
     /// timeline, and paced calls are on no slot's stream.
     pub fn slot_kind(&mut self, asked: SlotKind, now: Micros) -> Option<bool> {
         self.max_concurrency()?;
+        // While the rate is cut, paused or capped, every permit comes with
+        // a lease of its own: the provider's count moves with every answer,
+        // and a slot kept through a cut serves permits that die in its
+        // cooldowns.
+        if self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
+            return None;
+        }
         let streams = &self.leases.streams;
         let paced = match asked {
             SlotKind::Paced => true,

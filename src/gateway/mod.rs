@@ -49,7 +49,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{
     rules_signature, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse,
     ObserveRequest, ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
-    ReleaseResponse, SlotKind,
+    ReleaseResponse,
 };
 use bucket::{Bucket, CONCURRENCY_RETRY_MS};
 use config::check_now;
@@ -269,14 +269,14 @@ impl GatewayCore {
                     lease_ttl,
                     &mut self.ids,
                 );
-                // A client that asked for one kind of kept leases while
-                // the bucket's are of the other comes back soon: they turn
-                // as soon as the last of the old kind is back.
-                if req.slots_wanted.is_some()
-                    && req.slot_kind != SlotKind::Either
-                    && grant.times.is_empty()
-                {
-                    grant.wait_ms = grant.wait_ms.min(CONCURRENCY_RETRY_MS);
+                // A client that asked for kept leases of a kind the bucket
+                // does not hand out now comes back soon: the bucket turns
+                // as soon as the last of the old kind is back, or its rate
+                // as soon as its cut is over.
+                if req.slots_wanted.is_some() && grant.times.is_empty() {
+                    grant.wait_ms = grant
+                        .wait_ms
+                        .clamp(CONCURRENCY_RETRY_MS / 4, CONCURRENCY_RETRY_MS);
                 }
                 grant
             }

@@ -35,11 +35,11 @@ export interface PacerOptions {
   schedulerSchema?: string;
   /**
    * Keep concurrency leases and hand them between this state's callers without a gateway round
-   * trip per call (default false). Pays when calls hold a slot about as long as the rule's
-   * spacing per slot, `windowMs / floor(requestsPerWindow / maxConcurrency)`, or longer; the
-   * state goes back to one lease per permit when its calls are shorter. Opt-in: while a
-   * provider's 429s cut the bucket's rate, kept leases keep their old spacing until their next
-   * renewal (up to 4 s).
+   * trip per call (default true). Calls that hold a slot about as long as the rule's spacing per
+   * slot, `windowMs / floor(requestsPerWindow / maxConcurrency)`, or longer keep streamed slots;
+   * shorter calls keep paced slots, each call also taking a permit of the block's. While a
+   * provider's 429s cut the bucket's rate, every permit comes with a lease of its own. `false`:
+   * always one lease per permit (a gateway round trip or two per call).
    */
   keepLeases?: boolean;
   /**

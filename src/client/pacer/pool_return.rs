@@ -99,10 +99,10 @@ impl GatewayRateState {
         drop(self.give_back_kept(bucket_id, idle));
         let pool = self.state(bucket_id, |s| s.pool.take());
         let Some(pool) = pool else { return };
+        let now = self.inner.rt.now_ms();
         if pool.paced() {
             // Its permits took their slots from the pool: their times go
             // back for another isolate.
-            let now = self.inner.rt.now_ms();
             let stale = self.state(bucket_id, |s| {
                 let block = s.block.take()?;
                 Some((block, s.clock.to_gateway(now)))
@@ -112,10 +112,15 @@ impl GatewayRateState {
                 self.give_back(bucket_id, block.token, &block.rules, slots, gateway_now);
             }
         }
+        // A lease taken for a call that has not started yet frees its slot
+        // at once, as one never called on does.
         let busy = pool
             .in_call
             .iter()
-            .map(|(id, call)| (id.clone(), call.since + pool.spacing_ms))
+            .map(|(id, call)| match call.since > now {
+                true => (id.clone(), 0),
+                false => (id.clone(), call.since + pool.spacing_ms),
+            })
             .collect();
         self.state(bucket_id, |s| {
             s.dissolved = Some((pool.token, pool.rules, busy));

@@ -100,3 +100,41 @@ fn try_acquire_reports_a_refill_that_failed_once_then_tries_again() {
     let again = state.try_acquire(request(&rules)).expect("told once");
     assert!(again.is_err(), "a new refill is on its way");
 }
+
+/// Bug: a bucket whose leases were kept answered every `try_acquire` with
+/// "ask again in 5 ms", so a caller that only polls never got a permit.
+#[test]
+fn try_acquire_hands_out_kept_leases_and_never_more_than_the_bound_bug_it_never_answered_with_one()
+{
+    let rt = SimRuntime::new(T0);
+    let state = local(&rt);
+    let rules = [PacingRule::new(20, 1_000).with_max_concurrency(2)];
+    // Calls of 150 ms, started whenever `try_acquire` hands out a permit.
+    let mut calls: Vec<(Permit, u64)> = Vec::new();
+    let mut served = 0;
+    while rt.now_ms() < T0 + 10_000 {
+        let now = rt.now_ms();
+        calls.retain(|(_, ends)| *ends > now);
+        match try_now(&state, &rules) {
+            Ok(permit) => {
+                assert!(
+                    permit.lease_id().is_some(),
+                    "a permit under a bound holds a lease"
+                );
+                calls.push((permit, now + 150));
+                served += 1;
+                assert!(calls.len() <= 2, "{} calls at once of 2", calls.len());
+            }
+            Err(NotYet { retry_after_ms }) => {
+                let next_end = calls
+                    .iter()
+                    .map(|(_, ends)| *ends)
+                    .min()
+                    .unwrap_or(u64::MAX);
+                rt.run_until((now + retry_after_ms).min(next_end));
+            }
+        }
+    }
+    // A slot kept busy by 150 ms calls serves about 6.7 a second.
+    assert!(served >= 60, "{served} permits in 10 s");
+}

@@ -114,11 +114,16 @@ impl GatewayRateState {
             if paced && self.paced_slot_free(bucket_id, now) {
                 // A slot is free; the permit is what is missing.
             } else {
-                // No slot free: one is handed on when a call here ends, or
-                // asked for when this isolate holds none.
+                // No slot free now: one is handed on when a call here ends;
+                // with none idle, one more is asked for (the refill asks
+                // for a slot per caller missing one, and a caller polling
+                // here is no waiter).
                 let next = self.pool(bucket_id, |p| {
                     let next_start = p.idle.iter().map(|l| l.next_at.max(p.cooldown_until)).min();
-                    (p.coming() == 0, next_start)
+                    if p.idle.is_empty() {
+                        p.missed = p.missed.max(1);
+                    }
+                    (p.idle.is_empty(), next_start)
                 });
                 let (grow, next_start) = next.unwrap_or((true, None));
                 if grow {

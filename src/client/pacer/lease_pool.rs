@@ -51,8 +51,9 @@ pub(super) struct LeasePool {
     pub returning: HashSet<String>,
     /// This isolate's callers waiting for a kept lease, in arrival order.
     pub queue: VecDeque<Place>,
-    /// Paced: callers that found no lease free at their permit's time
-    /// since the last request, each a slot to ask for.
+    /// Callers that found no lease free (paced: at their permit's time;
+    /// either kind: polling through `try_acquire`) since the last request:
+    /// a slot more to ask for.
     pub missed: u64,
 }
 

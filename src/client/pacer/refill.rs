@@ -303,7 +303,10 @@ impl GatewayRateState {
                             true => std::mem::take(&mut pool.missed)
                                 .max(u64::from(pool.coming() == 0))
                                 .min(1),
-                            false => s.waiters.saturating_sub(pool.idle.len() as u64),
+                            false => s
+                                .waiters
+                                .saturating_sub(pool.idle.len() as u64)
+                                .max(std::mem::take(&mut pool.missed).min(1)),
                         };
                         let kind = match pool.paced() {
                             true => SlotKind::Paced,

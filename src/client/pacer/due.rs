@@ -2,7 +2,6 @@
 //! needs no timer and no task, so a caller that only wants one now (or
 //! wants to know when to ask again) gets its answer synchronously.
 
-use super::pool::InCall;
 use super::refill::Target;
 use super::{GatewayRateState, PermitRequest};
 use crate::client::permit::Permit;
@@ -62,31 +61,8 @@ impl GatewayRateState {
             if permit.lease_id().is_some() {
                 return Some(permit);
             }
-            let lease = self.take_paced(bucket_id, now)?;
-            return Some(self.kept_permit(bucket_id, lease.id));
         }
-        let mut lapsed = Vec::new();
-        let taken = self.pool(bucket_id, |p| {
-            if now < p.cooldown_until {
-                return None;
-            }
-            let lease = p.take(now, &mut lapsed)?;
-            if lease.next_at > now {
-                p.idle.push(lease);
-                return None;
-            }
-            p.in_call.insert(
-                lease.id.clone(),
-                InCall {
-                    lease: lease.clone(),
-                    since: now,
-                    keep: true,
-                },
-            );
-            Some(lease)
-        });
-        self.lapsed(bucket_id, lapsed);
-        let lease = taken.flatten()?;
+        let lease = self.take_free_kept(bucket_id, now)?;
         Some(self.kept_permit(bucket_id, lease.id))
     }
 

@@ -12,7 +12,6 @@
 //! handed on while its permit is good; a permit that dies unused is lost
 //! like any permit sent too late.
 
-use super::pool::{InCall, KeptLease};
 use super::refill::Target;
 use super::{GatewayRateState, REFILL_POLL_MS};
 use crate::client::permit::Permit;
@@ -46,7 +45,7 @@ impl GatewayRateState {
                 return Ok(None);
             }
             if now >= due {
-                if let Some(lease) = self.take_paced(bucket_id, now) {
+                if let Some(lease) = self.take_free_kept(bucket_id, now) {
                     self.renew_ahead(target);
                     return Ok(Some(self.kept_permit(bucket_id, lease.id)));
                 }
@@ -66,28 +65,6 @@ impl GatewayRateState {
             })
             .await?;
         }
-    }
-
-    /// A paced slot free now, taken into a call that starts now.
-    pub(super) fn take_paced(&self, bucket_id: &str, now: Millis) -> Option<KeptLease> {
-        let mut lapsed = Vec::new();
-        let taken = self.pool(bucket_id, |p| {
-            if now < p.cooldown_until {
-                return None;
-            }
-            let lease = p.take(now, &mut lapsed)?;
-            p.in_call.insert(
-                lease.id.clone(),
-                InCall {
-                    lease: lease.clone(),
-                    since: now,
-                    keep: true,
-                },
-            );
-            Some(lease)
-        });
-        self.lapsed(bucket_id, lapsed);
-        taken.flatten()
     }
 
     /// Whether a paced slot is free for a call now.

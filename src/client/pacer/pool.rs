@@ -96,6 +96,33 @@ impl GatewayRateState {
         }
     }
 
+    /// A kept lease that may start a call now (its next start has come,
+    /// and no cooldown holds the bucket), taken into a call starting now.
+    pub(super) fn take_free_kept(&self, bucket_id: &str, now: Millis) -> Option<KeptLease> {
+        let mut lapsed = Vec::new();
+        let taken = self.pool(bucket_id, |p| {
+            if now < p.cooldown_until {
+                return None;
+            }
+            let lease = p.take(now, &mut lapsed)?;
+            if lease.next_at > now {
+                p.idle.push(lease);
+                return None;
+            }
+            p.in_call.insert(
+                lease.id.clone(),
+                InCall {
+                    lease: lease.clone(),
+                    since: now,
+                    keep: true,
+                },
+            );
+            Some(lease)
+        });
+        self.lapsed(bucket_id, lapsed);
+        taken.flatten()
+    }
+
     /// A lease taken for a call that did not start: idle again, its taker
     /// (if it still waits) first in the queue. If the pool was dissolved
     /// meanwhile, the lease goes back.

@@ -97,52 +97,48 @@ fn slots_stay_busy_without_a_round_trip_per_call_and_isolates_share_them() {
     }
 }
 
+/// `rate_bound_slots` at both horizons, after its first 5 s: the rule
+/// used, never more than it nor more than 10 calls at the provider, each
+/// isolate's share within 20% of equal, and at most `max_per_permit`
+/// gateway round trips per permit.
+fn assert_rate_bound_fleet(keep_leases: bool, max_per_permit: f64) {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let mut config = rate_bound_slots(horizon);
+        config.pacer.keep_leases = keep_leases;
+        let r = run_fleet(&config);
+        assert!(r.max_in_flight <= 10, "{} in flight", r.max_in_flight);
+        assert!(r.rejections.is_empty(), "{} 429s", r.rejections.len());
+        assert_eq!(r.windows_over(20, 1_000), 0);
+        let seconds = (config.duration_ms - 5_000) as f64 / 1_000.0;
+        let rate = r.dispatches_between(5_000, config.duration_ms) as f64 / seconds;
+        let per_permit = r.round_trips_per_permit();
+        let spread = r.share_spread(5_000, config.duration_ms);
+        assert!(rate >= 19.0, "{rate:.2}/s of the rule's 20");
+        assert!(
+            per_permit <= max_per_permit,
+            "{per_permit:.2} round trips per permit"
+        );
+        assert!(
+            spread <= 0.2,
+            "an isolate's share strays {:.0}% from equal",
+            100.0 * spread
+        );
+    }
+}
+
+/// Bug: with calls shorter than a streamed slot's spacing, every permit
+/// took a lease of its own: 2.13 round trips per permit.
+#[test]
+fn short_calls_keep_paced_slots_and_pay_a_round_trip_per_block_bug_two_per_permit() {
+    assert_rate_bound_fleet(true, 0.3);
+}
+
 /// Bug: isolates refused a slot polled for it, about four refusals per
 /// permit granted (4.99 round trips per permit), and a turn booked for one
 /// went to whoever asked when the slot freed.
-/// Rate, round trips per permit and the widest isolate's share from equal
-/// in `rate_bound_slots` after its first 5 s.
-fn rate_bound_figures(config: &paceline::sim::FleetConfig) -> (f64, f64, f64) {
-    let r = run_fleet(config);
-    assert!(r.max_in_flight <= 10, "{} in flight", r.max_in_flight);
-    assert!(r.rejections.is_empty(), "{} 429s", r.rejections.len());
-    assert_eq!(r.windows_over(20, 1_000), 0);
-    let seconds = (config.duration_ms - 5_000) as f64 / 1_000.0;
-    (
-        r.dispatches_between(5_000, config.duration_ms) as f64 / seconds,
-        r.round_trips_per_permit(),
-        r.share_spread(5_000, config.duration_ms),
-    )
-}
-
-#[test]
-fn short_calls_keep_paced_slots_and_pay_a_round_trip_per_block_bug_two_per_permit() {
-    for horizon in [1_000, FLEET_HORIZON_MS] {
-        let (rate, per_permit, spread) = rate_bound_figures(&rate_bound_slots(horizon));
-        assert!(rate >= 19.0, "{rate:.2}/s of the rule's 20");
-        assert!(per_permit <= 0.3, "{per_permit:.2} round trips per permit");
-        assert!(
-            spread <= 0.2,
-            "an isolate's share strays {:.0}% from equal",
-            100.0 * spread
-        );
-    }
-}
-
 #[test]
 fn isolates_queued_for_slots_take_turns_by_ticket_bug_five_round_trips_per_permit() {
-    for horizon in [1_000, FLEET_HORIZON_MS] {
-        let mut config = rate_bound_slots(horizon);
-        config.pacer.keep_leases = false;
-        let (rate, per_permit, spread) = rate_bound_figures(&config);
-        assert!(rate >= 19.0, "{rate:.2}/s of the rule's 20");
-        assert!(per_permit <= 2.3, "{per_permit:.2} round trips per permit");
-        assert!(
-            spread <= 0.2,
-            "an isolate's share strays {:.0}% from equal",
-            100.0 * spread
-        );
-    }
+    assert_rate_bound_fleet(false, 2.3);
 }
 
 #[test]

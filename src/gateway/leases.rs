@@ -7,7 +7,7 @@ use std::collections::{HashMap, VecDeque};
 use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
-use super::slots::SlotStreams;
+use super::slot_streams::SlotStreams;
 use super::timeline::Micros;
 
 /// The most live leases one bucket holds: rules naming a larger

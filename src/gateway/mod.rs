@@ -23,6 +23,7 @@ mod quota;
 mod recent;
 mod returns;
 mod scope;
+mod slot_streams;
 mod slots;
 mod snapshot;
 mod throughput;

@@ -37,16 +37,12 @@
 //! Refused clients are booked at the chain ends to come, each a little
 //! after its slot is expected back.
 
-use std::collections::HashMap;
-
 use super::bucket::{Bucket, CONCURRENCY_RETRY_MS};
 use super::grant::Grant;
-use super::leases::{format_lease_id, parse_lease_id, LeaseId, LeaseIds, MAX_LIVE_LEASES};
+use super::leases::{format_lease_id, parse_lease_id, LeaseIds};
+use super::slot_streams::{MAX_CHAIN_US, WAITERS_MEMORY_US};
 use super::timeline::{ceil_ms, interval_for_rps, Micros};
-use crate::protocol::{SlotKind, LEASE_CHAIN_MS};
-
-/// How long a lease may be kept through renewals while others wait.
-pub(crate) const MAX_CHAIN_US: Micros = LEASE_CHAIN_MS * 1_000;
+use crate::protocol::SlotKind;
 
 /// A refused client is booked this long after the slot it waits for is
 /// expected back, so it finds the slot free rather than a moment early.
@@ -55,110 +51,6 @@ const TURN_MARGIN_US: Micros = 10_000;
 /// How long a client that keeps slots, and wanted more than were free,
 /// serves its callers with its own before it asks again.
 pub(crate) const KEEPER_RETRY_MS: u64 = 1_000;
-
-/// How long a caller refused for want of a slot counts as waiting.
-pub(crate) const WAITERS_MEMORY_US: Micros = 1_000_000;
-
-/// Where each slot's stream stands. Part of the bucket's snapshot (its own
-/// record there): a gateway restored without it would take every freed
-/// slot for ready and could start a call on it up to a spacing early.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct SlotStreams {
-    /// When each freed, not yet re-granted slot may start its next call.
-    pub free_ready: Vec<Micros>,
-    /// Leases granted one per time: when their slot may start its next call.
-    pub ready_after: HashMap<LeaseId, Micros>,
-    /// Kept leases: when each one's chain began.
-    pub chains: HashMap<LeaseId, Micros>,
-    /// A caller wanted a slot and found none, until about this time.
-    pub waiters_until: Micros,
-    /// How long after its chain's end a kept lease usually comes back (a
-    /// moving average): its last call ends, then the release travels.
-    pub return_delay_us: Option<Micros>,
-    /// The bucket's kept leases are paced (a semaphore beside the
-    /// timeline's permits), not streamed.
-    pub paced: bool,
-    /// When the last kept lease that may have started a call off the
-    /// timeline ended: such calls may still be in a window until a window
-    /// after.
-    pub kept_ended_at: Micros,
-    /// The kind the last client that knew its calls asked for: clients
-    /// that have seen no call yet are handed it, so a fleet turns to the
-    /// kind its calls need as soon as one isolate has seen one end. Not
-    /// kept in a snapshot.
-    pub asked_paced: Option<bool>,
-    /// No slot's stream starts before this: the bucket turned from paced
-    /// to streamed slots, and no streamed call may share a window with the
-    /// paced calls the timeline granted before.
-    pub streams_from: Micros,
-    /// The narrowest spacing streamed leases were granted at (`0` before
-    /// any): a lease ended sooner than twice that after its grant started
-    /// no call but its first, which was on the timeline. Not kept in a
-    /// snapshot: a restored gateway counts every ended lease.
-    pub spacing_floor_us: Micros,
-}
-
-impl SlotStreams {
-    /// The lease `id` ended at `at` (released, or lapsed at its expiry).
-    pub fn freed(&mut self, id: LeaseId, at: Micros) {
-        if let Some(start) = self.chains.remove(&id) {
-            let second_call = start.saturating_add(self.spacing_floor_us.saturating_mul(2));
-            if self.paced || self.spacing_floor_us == 0 || at >= second_call {
-                self.kept_ended_at = self.kept_ended_at.max(at);
-            }
-            let end = start.saturating_add(MAX_CHAIN_US);
-            if at > end && at < end.saturating_add(MAX_CHAIN_US) {
-                let delay = at - end;
-                self.return_delay_us = Some(match self.return_delay_us {
-                    None => delay,
-                    Some(avg) => avg - avg / 4 + delay / 4,
-                });
-            }
-        }
-        let ready = self.ready_after.remove(&id).unwrap_or(at);
-        if self.free_ready.len() >= MAX_LIVE_LEASES as usize {
-            // Forgetting the earliest leaves only later ready times.
-            let earliest = (0..self.free_ready.len())
-                .min_by_key(|&i| self.free_ready[i])
-                .expect("not empty");
-            self.free_ready.swap_remove(earliest);
-        }
-        self.free_ready.push(ready);
-    }
-
-    /// When the slot a new lease takes may start its first call: now for
-    /// a slot never used (fewer freed slots are known than `free`), else
-    /// the earliest freed one.
-    pub fn take_slot(&mut self, now: Micros, free: u64) -> Micros {
-        let now = now.max(self.streams_from);
-        if (self.free_ready.len() as u64) < free {
-            return now;
-        }
-        let earliest = (0..self.free_ready.len()).min_by_key(|&i| self.free_ready[i]);
-        earliest.map_or(now, |i| self.free_ready.swap_remove(i).max(now))
-    }
-
-    /// Puts back a slot taken but not granted.
-    pub fn untake(&mut self, ready: Micros) {
-        self.free_ready.push(ready);
-    }
-
-    /// A lease granted one per time at a time whose slot may start its
-    /// next call at `ready`.
-    pub fn spaced(&mut self, id: LeaseId, ready: Micros) {
-        self.ready_after.insert(id, ready);
-    }
-
-    pub fn contended(&self, now: Micros) -> bool {
-        now < self.waiters_until
-    }
-
-    fn refused(&mut self, now: Micros) {
-        self.waiters_until = self
-            .waiters_until
-            .max(now.saturating_add(WAITERS_MEMORY_US));
-    }
-}
 
 /// The slots one acquire leaves its client holding.
 pub(crate) struct SlotGrant {

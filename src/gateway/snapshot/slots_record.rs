@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use super::codec::{Reader, Writer};
 use crate::error::{Error, Result};
 use crate::gateway::leases::{LeaseId, MAX_LIVE_LEASES};
-use crate::gateway::slots::SlotStreams;
+use crate::gateway::slot_streams::SlotStreams;
 use crate::gateway::timeline::Micros;
 
 /// `leases`: the bucket's lease ids in the order its record lists them.

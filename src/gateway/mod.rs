@@ -213,6 +213,10 @@ impl GatewayCore {
                     lease_ttl,
                     &mut self.ids,
                 );
+                // A client that keeps slots and got fewer new ones than it
+                // asked for serves its callers with its own for a while
+                // before it asks again.
+                let short = (slots.new.len() as u64) < wanted;
                 let mut held = slots.kept;
                 if paced {
                     held.extend(slots.new.iter().map(|(id, _)| id.clone()));
@@ -226,7 +230,6 @@ impl GatewayCore {
                     // Its calls take the timeline's permits: granted as for
                     // a bucket with no concurrency bound, the slots it holds
                     // being what bounds its calls in flight.
-                    let short = (slots.new.len() as u64) < wanted;
                     let mut grant = bucket.grant(
                         req.requested,
                         req.book_next_turn,
@@ -243,10 +246,6 @@ impl GatewayCore {
                     }
                     grant
                 } else {
-                    // A client that keeps slots and got fewer new ones than
-                    // it asked for serves its callers with its own for a
-                    // while before it asks again.
-                    let short = (slots.new.len() as u64) < wanted;
                     let (ids, times) = slots.new.into_iter().unzip();
                     Grant {
                         times,

@@ -133,6 +133,39 @@ fn short_calls_keep_paced_slots_and_pay_a_round_trip_per_block_bug_two_per_permi
     assert_rate_bound_fleet(true, 0.3);
 }
 
+/// Bug: a fleet of short calls lost most of its first second while it
+/// turned from streamed to paced slots (11 calls of 20). An isolate that saw
+/// its first call end gave back the streamed leases it held for calls to
+/// come, uncalled, though each had its own time on the timeline (4 calls in
+/// the first half second); and a lease granted one per permit on a slot
+/// ready only half a second later parked the timeline there (a second half
+/// of 7).
+#[test]
+fn a_fleet_turning_to_paced_slots_uses_its_first_second_bug_streamed_leases_went_back_uncalled() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let mut config = rate_bound_slots(horizon);
+        config.duration_ms = 5_000;
+        let r = run_fleet(&config);
+        assert_eq!(r.windows_over(20, 1_000), 0);
+        assert!(r.max_in_flight <= 10, "{} in flight", r.max_in_flight);
+        let first_half = r.dispatches_between(0, 500);
+        let second_half = r.dispatches_between(500, 1_000);
+        assert!(
+            first_half >= 9,
+            "horizon {horizon}: {first_half} calls in the first half second"
+        );
+        assert!(
+            second_half >= 9,
+            "horizon {horizon}: {second_half} calls in the second half second"
+        );
+        let first_seconds = r.dispatches_between(0, 3_000);
+        assert!(
+            first_seconds >= 57,
+            "horizon {horizon}: {first_seconds} calls in the first 3 s of 60"
+        );
+    }
+}
+
 /// Bug: isolates refused a slot polled for it, about four refusals per
 /// permit granted (4.99 round trips per permit), and a turn booked for one
 /// went to whoever asked when the slot freed.

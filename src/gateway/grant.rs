@@ -2,7 +2,7 @@
 //! each with its lease when the rules bound concurrency, and when the
 //! client should come back; and the wire answer it becomes.
 
-use super::bucket::Bucket;
+use super::bucket::{Bucket, CONCURRENCY_RETRY_MS};
 use super::leases::{format_lease_id, LeaseIds};
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros};
 use crate::protocol::AcquireResponse;
@@ -61,6 +61,14 @@ impl Bucket {
         // Streamed slots: each permit also waits for its slot's stream, and
         // a returned time (spaced for no slot) is not reused.
         let stream = self.stream_spacing().filter(|_| leased);
+        // A client that takes no turn tickets is not given a permit at a
+        // slot's stream more than a permit's spacing past the timeline's
+        // next free time: placing it there would leave the timeline empty
+        // until then, though a slot still held may come back ready sooner.
+        // It comes back shortly instead (see `wait_ms` below).
+        let park_after =
+            (stream.is_some() && ticket.is_none()).then(|| self.turn_interval(adaptive_interval));
+        let mut parked = None;
         while (times.len() as u64) < wanted {
             let slot_ready = stream.map(|_| {
                 self.leases
@@ -74,7 +82,15 @@ impl Bucket {
             let at_ms = match returned {
                 Some(at_ms) => at_ms,
                 None => {
+                    let free_at = self.next_free(earliest);
                     let at = self.next_free(earliest.max(slot_ready.unwrap_or(0)));
+                    if park_after.is_some_and(|after| at > free_at.saturating_add(after)) {
+                        if let Some(ready) = slot_ready {
+                            self.leases.streams.untake(ready);
+                        }
+                        parked = Some(at);
+                        break;
+                    }
                     if at > horizon {
                         if let Some(ready) = slot_ready {
                             self.leases.streams.untake(ready);
@@ -109,7 +125,11 @@ impl Bucket {
         // caller booked after it.
         let mut turn_ticket = None;
         let takes_tickets = ticket.is_some() && max_concurrency.is_some();
-        let wait_ms = if takes_tickets && wanted < requested {
+        let wait_ms = if let Some(at) = parked {
+            // Back about when the slot it was not given is ready, or sooner
+            // for one freed meanwhile.
+            ceil_ms(at.saturating_sub(now)).clamp(1, CONCURRENCY_RETRY_MS)
+        } else if takes_tickets && wanted < requested {
             // Refused for want of a slot, or granted fewer than it wants: it
             // is booked its next slot with this answer, one at a time (slots
             // free one by one, and each goes to the next ticket). A client

@@ -11,9 +11,13 @@ use super::refill::Refill;
 use crate::protocol::PacingRule;
 use crate::time::Millis;
 
-/// A dissolved pool's scope (token, rules) and its leases still in calls,
-/// each with the time its slot's spacing ends.
-pub(super) type DissolvedPool = (Option<String>, Vec<PacingRule>, Vec<(String, Millis)>);
+/// A dissolved pool's scope (token, rules) and its leases still in calls.
+pub(super) type DissolvedPool = (Option<String>, Vec<PacingRule>, Vec<BusyLease>);
+
+/// A dissolved pool's lease in a call: the time its slot's spacing ends,
+/// and whether its call is still to start (it may, at its time; see
+/// `GatewayRateState::dissolve_pool`).
+pub(super) type BusyLease = (String, Millis, bool);
 
 #[derive(Default)]
 pub(super) struct BucketState {
@@ -39,6 +43,17 @@ pub(super) struct BucketState {
 }
 
 impl BucketState {
+    /// A cooldown was learned: leases of a dissolved pool whose calls had
+    /// not started go back uncalled, their slots free at once.
+    pub(super) fn cancel_dissolved_starts(&mut self) {
+        if let Some((_, _, busy)) = &mut self.dissolved {
+            for (_, ready, waiting) in busy.iter_mut().filter(|(_, _, w)| *w) {
+                *ready = 0;
+                *waiting = false;
+            }
+        }
+    }
+
     /// Nothing cached, waited on or owed. Unreported successes do not
     /// count: the gateway's rate runs on its own clock and shows them only
     /// to people, so a bucket known only from `observe_success` may go.

@@ -26,7 +26,7 @@ impl GatewayRateState {
         let slots = validate_grant(bucket_id, &target.rules, &response)?;
         match response.lease_spacing_ms {
             Some(spacing) => self.land_kept(target, &response, spacing, &slots, sent, received),
-            None => self.dissolve_pool(bucket_id),
+            None => self.dissolve_pool(bucket_id, false),
         }
         let max_wait = self.inner.options.max_wait_ms;
         let mut buckets = self.inner.buckets.borrow_mut();
@@ -54,6 +54,9 @@ impl GatewayRateState {
         // Another isolate met a 429: cached permits inside the cooldown
         // would reach a provider that is refusing, so they go unsent (their
         // leases back; their times are void).
+        if response.cooldown_until_ms.is_some() {
+            state.cancel_dissolved_starts();
+        }
         if let (Some(block), Some(until)) = (&mut state.block, response.cooldown_until_ms) {
             let mut voided = Vec::new();
             block.slots.retain_mut(|s| {
@@ -145,7 +148,7 @@ impl GatewayRateState {
         // stream, or on no permit, of this one).
         let other_kind = self.pool(&target.bucket_id, |p| p.paced() != (spacing == 0));
         if other_kind == Some(true) {
-            self.dissolve_pool(&target.bucket_id);
+            self.dissolve_pool(&target.bucket_id, false);
         }
         let back = self.state(&target.bucket_id, |s| {
             let clock = s.clock.clone();

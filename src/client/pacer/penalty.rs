@@ -54,6 +54,7 @@ impl GatewayRateState {
         let dropped = self.state(bucket_id, |s| {
             let previous = s.effective_rps;
             s.effective_rps = cut_to.or(previous);
+            s.cancel_dissolved_starts();
             if let Some(pool) = &mut s.pool {
                 let local = if until == Millis::MAX {
                     Millis::MAX
@@ -120,7 +121,7 @@ impl GatewayRateState {
         if cut_to.is_some() {
             // A cut rate is not streamed: kept leases go back, and the next
             // permits come one lease each, paced at the cut.
-            self.dissolve_pool(bucket_id);
+            self.dissolve_pool(bucket_id, false);
         }
         outcome.map(|_| ())
     }

@@ -26,7 +26,7 @@ impl GatewayRateState {
             None => false,
             Some(true) => true,
             Some(false) => {
-                self.dissolve_pool(&target.bucket_id);
+                self.dissolve_pool(&target.bucket_id, false);
                 false
             }
         }

@@ -88,12 +88,38 @@ impl GatewayRateState {
                 self.untake(bucket_id, &lease, Some(ticket));
                 None
             }
-            // The pool was dissolved meanwhile: the lease goes back.
+            // The pool was dissolved meanwhile: the lease goes back, after
+            // its one call if the pool let calls waiting for their start
+            // make it.
+            None if self.start_dissolved(bucket_id, &lease, start, now) => Some(Ok(lease)),
             None => {
                 drop(self.end_call(bucket_id, &lease.id));
                 None
             }
         }
+    }
+
+    /// Whether a lease of a dissolved pool, taken for a call due at `due`,
+    /// may start it now: its pool let waiting calls start, and its lease is
+    /// still good. Its slot's spacing then runs from now.
+    fn start_dissolved(
+        &self,
+        bucket_id: &str,
+        lease: &KeptLease,
+        due: Millis,
+        now: Millis,
+    ) -> bool {
+        self.state(bucket_id, |s| {
+            let (_, _, busy) = s.dissolved.as_mut()?;
+            let (_, ready, waiting) = busy.iter_mut().find(|(id, _, _)| *id == lease.id)?;
+            if !*waiting || now > lease.start_by {
+                return None;
+            }
+            *waiting = false;
+            *ready += now.saturating_sub(due);
+            Some(())
+        })
+        .is_some()
     }
 
     /// A kept lease that may start a call now (its next start has come,
@@ -152,8 +178,10 @@ impl GatewayRateState {
         // A call on a lease of a pool since dissolved: the lease goes back.
         let orphan = self.state(bucket_id, |s| {
             let (token, rules, busy) = s.dissolved.as_mut()?;
-            let i = busy.iter().position(|(id, _)| id == lease_id)?;
-            let (_, ready) = busy.swap_remove(i);
+            let i = busy.iter().position(|(id, _, _)| id == lease_id)?;
+            // One that never started its call frees its slot at once.
+            let (_, ready, never_called) = busy.swap_remove(i);
+            let ready = if never_called { 0 } else { ready };
             let scope = (token.clone(), rules.clone(), ready);
             if busy.is_empty() {
                 s.dissolved = None;
@@ -177,7 +205,7 @@ impl GatewayRateState {
             // enough that streamed slots need no permit per call: the pool
             // goes back (this lease once its call is over, just below) and
             // the next request asks for the other kind.
-            self.dissolve_pool(bucket_id);
+            self.dissolve_pool(bucket_id, true);
             return self.end_call(bucket_id, lease_id);
         }
         let back = self.pool(bucket_id, |p| {

@@ -90,8 +90,12 @@ impl GatewayRateState {
 
     /// The gateway stopped streaming the bucket's slots (its rate was cut):
     /// kept leases go back, idle ones now and busy ones when their calls
-    /// end, and permits come one lease each again.
-    pub(super) fn dissolve_pool(&self, bucket_id: &str) {
+    /// end, and permits come one lease each again. `calls_may_start`: the
+    /// pool goes only because its calls turned out the other kind's, so a
+    /// streamed lease already handed to a caller here for a start to come
+    /// still makes that one call (its time is a timeline permit of its own,
+    /// lost if the lease went back uncalled).
+    pub(super) fn dissolve_pool(&self, bucket_id: &str, calls_may_start: bool) {
         let idle = self
             .pool(bucket_id, |p| std::mem::take(&mut p.idle))
             .unwrap_or_default();
@@ -113,13 +117,15 @@ impl GatewayRateState {
             }
         }
         // A lease taken for a call that has not started yet frees its slot
-        // at once, as one never called on does.
+        // at once, as one never called on does, unless its call may still
+        // start: its spacing then runs from that start (see `take_kept`).
+        let may_start = calls_may_start && !pool.paced();
         let busy = pool
             .in_call
             .iter()
-            .map(|(id, call)| match call.since > now {
-                true => (id.clone(), 0),
-                false => (id.clone(), call.since + pool.spacing_ms),
+            .map(|(id, call)| match (call.since > now, may_start) {
+                (true, false) => (id.clone(), 0, false),
+                (waiting, _) => (id.clone(), call.since + pool.spacing_ms, waiting),
             })
             .collect();
         self.state(bucket_id, |s| {

@@ -227,7 +227,7 @@ fn main() {
         one_lease_per_permit.pacer.keep_leases = false;
         for (name, config) in [
             (
-                "maxConcurrency 10, 4 x 4 callers, calls of 40 ms: the rate binds (peer scenario a), paced slots",
+                "maxConcurrency 10, 4 x 4 callers, calls of 20-60 ms: the rate binds (peer scenario a), paced slots",
                 rate_bound,
             ),
             (

@@ -186,6 +186,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         calls: Cell::new(0),
         dispatch_log: RefCell::default(),
         transit: config.jitter.transit(),
+        call_holds: config.jitter.call_holds(),
     });
     let isolate_count = match &config.arrivals {
         Some(arrivals) => arrivals.iter().map(|a| a.isolate + 1).max().unwrap_or(0),
@@ -318,6 +319,8 @@ struct Shared {
     dispatch_log: RefCell<Vec<(Millis, usize)>>,
     /// Each call's way from its permit to the provider.
     transit: Delays,
+    /// Each call's time at the provider past `call_latency_ms`.
+    call_holds: Delays,
 }
 
 impl Shared {
@@ -394,7 +397,9 @@ impl Shared {
         let sent_by_isolate_clock = isolate.runtime.now_ms();
         let at_provider = self.reach_provider().await;
         let reply = self.provider.begin(at_provider);
-        self.rt.sleep(self.call_latency_ms).await;
+        self.rt
+            .sleep(self.call_latency_ms + self.call_holds.draw())
+            .await;
         self.provider.end();
         if !isolate.alive.get() {
             std::mem::forget(permit);

@@ -60,6 +60,9 @@ pub struct Jitter {
     /// Each isolate's clock runs off the gateway's by up to this much,
     /// either way (drawn once per isolate).
     pub clock_skew_ms: Millis,
+    /// How much longer than the fleet's `call_latency_ms` each call holds
+    /// its slot at the provider.
+    pub call_hold: Spread,
     pub seed: u64,
 }
 
@@ -82,6 +85,11 @@ impl Jitter {
     /// The extra time of each way of a gateway trip.
     pub fn gateway_ways(&self) -> Delays {
         Delays::new(self.gateway_way, self.stream(3))
+    }
+
+    /// The extra time each call holds its slot at the provider.
+    pub fn call_holds(&self) -> Delays {
+        Delays::new(self.call_hold, self.stream(5))
     }
 
     /// Each isolate's clock skew, in isolate order.

@@ -3,6 +3,7 @@
 
 use super::arrivals::{bursts, churn, oracle_waits, percentile, poisson};
 use super::fleet::FleetConfig;
+use super::jitter::Spread;
 use super::provider::ProviderModel;
 use super::report::FleetReport;
 use crate::protocol::PacingRule;
@@ -67,15 +68,19 @@ pub fn slot_bound(horizon_ms: Millis) -> FleetConfig {
 }
 
 /// 4 isolates x 4 callers against `{20/s, maxConcurrency 10}`, calls of
-/// 40 ms (the peer benchmark's scenario a): the rate binds, not the slots.
-/// A minute, so the isolates' shares are counted over several of the
-/// fleet's turns (each isolate's block is a horizon of the whole rate).
+/// 20-60 ms (the peer benchmark's scenario a): the rate binds, not the
+/// slots. A quarter of the calls outlast a permit's spacing, so a paced
+/// isolate needs two slots for the permits of its block. A minute, so the
+/// isolates' shares are counted over several of the fleet's turns (each
+/// isolate's block is a horizon of the whole rate).
 pub fn rate_bound_slots(horizon_ms: Millis) -> FleetConfig {
     let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
     c.isolates = 4;
     c.callers_per_isolate = 4;
     c.rule = PacingRule::new(20, 1_000).with_max_concurrency(10);
     c.true_max_concurrency = Some(10);
+    c.call_latency_ms = 20;
+    c.jitter.call_hold = Spread::upto(40);
     c.duration_ms = 60_000;
     c
 }

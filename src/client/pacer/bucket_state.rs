@@ -40,6 +40,9 @@ pub(super) struct BucketState {
     pub(super) dissolved: Option<DissolvedPool>,
     /// How long calls here hold their lease.
     pub(super) hold: HoldTime,
+    /// Callers holding a drawn permit that waits for its time and a paced
+    /// slot: the slots they need are kept for them.
+    pub(super) paced_due: u64,
 }
 
 impl BucketState {
@@ -65,5 +68,6 @@ impl BucketState {
             && self.quota.is_idle()
             && self.pool.as_ref().is_none_or(|p| p.coming() == 0)
             && self.dissolved.is_none()
+            && self.paced_due == 0
     }
 }

@@ -17,10 +17,12 @@ const KEEP_FROM: f64 = 0.75;
 /// band below `KEEP_FROM`, so the choice does not flap).
 const DISSOLVE_BELOW: f64 = 0.5;
 
-/// A moving mean of how long calls held their slot.
+/// A moving mean of how long calls held their slot, and a peak: the
+/// longest recent hold, rising at once and falling slowly.
 #[derive(Debug, Default, Clone)]
 pub(super) struct HoldTime {
     mean_ms: Option<f64>,
+    peak_ms: f64,
 }
 
 impl HoldTime {
@@ -30,6 +32,26 @@ impl HoldTime {
             None => held,
             Some(mean) => mean + (held - mean) / 8.0,
         });
+        self.peak_ms = match held >= self.peak_ms {
+            true => held,
+            false => self.peak_ms - (self.peak_ms - held) / 64.0,
+        };
+    }
+
+    /// How many paced slots this isolate's permits need: permits of a
+    /// block come at least a permit's spacing apart, and a call on one
+    /// still holds its slot when the next is due if calls last longer.
+    /// A permit that finds no slot free dies, so the count follows the
+    /// longest recent calls, not the usual ones.
+    pub fn paced_slots(&self, rules: &[PacingRule]) -> u64 {
+        let gap = rules
+            .iter()
+            .map(|r| r.window_ms as f64 / r.requests_per_window.max(1) as f64)
+            .fold(0.0, f64::max);
+        match gap > 0.0 {
+            true => ((self.peak_ms / gap).ceil() as u64).max(1),
+            false => 1,
+        }
     }
 
     /// Whether a call was seen to end.
@@ -88,6 +110,30 @@ mod tests {
         assert!(!short.streams_pay(&rules));
         assert!(short.too_short_for(250));
         assert!(!long.too_short_for(250));
+    }
+
+    #[test]
+    fn calls_longer_than_a_permits_spacing_need_a_second_paced_slot() {
+        let rules = [PacingRule::new(20, 1_000).with_max_concurrency(10)];
+        let mut hold = HoldTime::default();
+        for held in [30, 40, 35, 45] {
+            hold.record(held);
+        }
+        assert_eq!(hold.paced_slots(&rules), 1, "every call ends within 50 ms");
+        hold.record(58);
+        assert_eq!(
+            hold.paced_slots(&rules),
+            2,
+            "one call outlasted the spacing"
+        );
+        for _ in 0..8 {
+            hold.record(40);
+        }
+        assert_eq!(hold.paced_slots(&rules), 2, "the peak falls slowly");
+        for _ in 0..64 {
+            hold.record(40);
+        }
+        assert_eq!(hold.paced_slots(&rules), 1, "long calls were long ago");
     }
 
     #[test]

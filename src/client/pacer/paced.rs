@@ -37,6 +37,7 @@ impl GatewayRateState {
         signal: Option<&AbortSignal>,
     ) -> Result<Option<Permit>> {
         let bucket_id = target.bucket_id.as_str();
+        let _due = PacedDue::count(self, bucket_id);
         let rt = &self.inner.rt;
         let mut missed = false;
         loop {
@@ -73,5 +74,27 @@ impl GatewayRateState {
             now >= p.cooldown_until && p.idle.iter().any(|l| l.start_by >= now)
         })
         .unwrap_or(false)
+    }
+}
+
+/// Counts a caller in `paced_call` for as long as it is there, however it
+/// leaves (its permit used or dead, or its wait aborted and dropped).
+struct PacedDue<'a> {
+    state: &'a GatewayRateState,
+    bucket_id: &'a str,
+}
+
+impl<'a> PacedDue<'a> {
+    fn count(state: &'a GatewayRateState, bucket_id: &'a str) -> Self {
+        state.state(bucket_id, |s| s.paced_due += 1);
+        PacedDue { state, bucket_id }
+    }
+}
+
+impl Drop for PacedDue<'_> {
+    fn drop(&mut self) {
+        self.state.state(self.bucket_id, |s| {
+            s.paced_due = s.paced_due.saturating_sub(1)
+        });
     }
 }

@@ -307,12 +307,16 @@ impl GatewayRateState {
                 loop {
                     let now = this.inner.rt.now_ms();
                     let mut lapsed = Vec::new();
-                    // A paced pool keeps a slot for the permits its block
-                    // still holds: without one they would die unused.
+                    // A paced pool keeps the slots the permits its block
+                    // still holds, or its callers hold for their time,
+                    // need: without them they would die unused.
                     let waiters = this.state(&bucket_id, |s| {
                         let block_left = s.block.as_ref().is_some_and(|b| !b.slots.is_empty());
-                        let paced = s.pool.as_ref().is_some_and(|p| p.paced());
-                        s.waiters + u64::from(paced && block_left)
+                        let permits_left = block_left || s.paced_due > 0;
+                        match s.pool.as_ref().filter(|p| p.paced() && permits_left) {
+                            Some(p) => s.waiters + s.hold.paced_slots(&p.rules),
+                            None => s.waiters,
+                        }
                     });
                     let found = this.pool(&bucket_id, |p| {
                         p.drop_lapsed(now, &mut lapsed);

@@ -101,7 +101,14 @@ impl GatewayRateState {
             .unwrap_or_default();
         // Each once its spacing has passed, as any kept lease goes back.
         drop(self.give_back_kept(bucket_id, idle));
-        let pool = self.state(bucket_id, |s| s.pool.take());
+        let pool = self.state(bucket_id, |s| {
+            // A keeper told to serve its callers with its own slots a
+            // while has none now: it asks for the other kind at once.
+            if calls_may_start {
+                s.refill.not_before = 0;
+            }
+            s.pool.take()
+        });
         let Some(pool) = pool else { return };
         let now = self.inner.rt.now_ms();
         if pool.paced() {

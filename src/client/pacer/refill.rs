@@ -298,11 +298,16 @@ impl GatewayRateState {
                     Some(pool) => {
                         pool.renewing = pool.held();
                         let wanted = match pool.paced() {
-                            // One more at a time: calls here rarely
-                            // overlap when the rate binds.
-                            true => std::mem::take(&mut pool.missed)
-                                .max(u64::from(pool.coming() == 0))
-                                .min(1),
+                            // As many as calls here overlap on a block's
+                            // permits (one for callers that never
+                            // overlap), and one more after a miss.
+                            true => {
+                                let callers = s.waiters + pool.in_call.len() as u64;
+                                let needed = s.hold.paced_slots(&target.rules).min(callers);
+                                std::mem::take(&mut pool.missed)
+                                    .min(1)
+                                    .max(needed.max(1).saturating_sub(pool.coming() as u64))
+                            }
                             false => s
                                 .waiters
                                 .saturating_sub(pool.idle.len() as u64)

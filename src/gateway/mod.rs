@@ -272,11 +272,21 @@ impl GatewayCore {
                 // A client that asked for kept leases of a kind the bucket
                 // does not hand out now comes back soon: the bucket turns
                 // as soon as the last of the old kind is back, or its rate
-                // as soon as its cut is over.
+                // as soon as its cut is over. Not before a slot held now
+                // could serve it, though: asking sooner is a wasted trip.
                 if req.slots_wanted.is_some() && grant.times.is_empty() {
-                    grant.wait_ms = grant
-                        .wait_ms
-                        .clamp(CONCURRENCY_RETRY_MS / 4, CONCURRENCY_RETRY_MS);
+                    let full = bucket.leases.live(now) as u64
+                        >= bucket.max_concurrency().unwrap_or(u64::MAX);
+                    let spacing = bucket.stream_spacing().unwrap_or(0);
+                    let soonest = bucket.leases.streams.soonest_ready(spacing);
+                    let retry = match soonest.filter(|_| full) {
+                        Some(at) => ceil_ms(at.saturating_sub(now))
+                            .clamp(CONCURRENCY_RETRY_MS / 4, KEEPER_RETRY_MS),
+                        None => grant
+                            .wait_ms
+                            .clamp(CONCURRENCY_RETRY_MS / 4, CONCURRENCY_RETRY_MS),
+                    };
+                    grant.wait_ms = retry;
                 }
                 grant
             }

@@ -105,6 +105,18 @@ impl SlotStreams {
         self.ready_after.insert(id, ready);
     }
 
+    /// The soonest a slot held now could start a call again: a kept
+    /// streamed lease goes back no sooner than `spacing` after its chain
+    /// began, a lease granted one per permit frees its slot for its next
+    /// call a spacing after its time. `None` when no slot is held.
+    pub fn soonest_ready(&self, spacing: Micros) -> Option<Micros> {
+        let chains = self
+            .chains
+            .values()
+            .map(|&start| start.saturating_add(spacing));
+        chains.chain(self.ready_after.values().copied()).min()
+    }
+
     pub fn contended(&self, now: Micros) -> bool {
         now < self.waiters_until
     }

@@ -67,6 +67,13 @@ impl HoldTime {
             .is_some_and(|share| share >= KEEP_FROM)
     }
 
+    /// Whether a call that has held its slot `running_ms` so far, with no
+    /// call seen to end yet, leaves open which kind of slot pays: it has
+    /// not yet held a streamed slot long enough for streams to pay.
+    pub fn undecided(&self, running_ms: Millis, spacing_ms: Millis) -> bool {
+        !self.seen() && (running_ms as f64) < KEEP_FROM * spacing_ms as f64
+    }
+
     /// Whether a pool whose slots are streamed `spacing_ms` apart should
     /// go back: its calls are too short to use them.
     pub fn too_short_for(&self, spacing_ms: Millis) -> bool {
@@ -134,6 +141,18 @@ mod tests {
             hold.record(40);
         }
         assert_eq!(hold.paced_slots(&rules), 1, "long calls were long ago");
+    }
+
+    #[test]
+    fn a_first_call_leaves_the_kind_open_until_it_has_held_its_slot_long_enough_for_streams() {
+        let mut hold = HoldTime::default();
+        assert!(hold.undecided(300, 500), "300 ms of a 500 ms spacing");
+        assert!(
+            !hold.undecided(375, 500),
+            "three quarters of it: streams pay"
+        );
+        hold.record(40);
+        assert!(!hold.undecided(0, 500), "a call seen to end decides");
     }
 
     #[test]

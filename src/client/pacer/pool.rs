@@ -355,13 +355,24 @@ impl GatewayRateState {
 
     /// Whether a caller here without a lease should wait for one handed
     /// on rather than ask the gateway: a lease is coming, and either one
-    /// is idle for a caller ahead of it, others wait for slots, or the
-    /// gateway booked this isolate a turn.
+    /// is idle for a caller ahead of it, others wait for slots, the
+    /// gateway booked this isolate a turn, or this isolate's first call
+    /// has not yet run long enough to tell which kind of slot pays (more
+    /// streamed slots for calls that turn out short would go back after
+    /// one call each, and keep the fleet from turning to paced slots).
     pub(super) fn handoff_expected(&self, bucket_id: &str) -> bool {
         let now = self.inner.rt.now_ms();
         self.state(bucket_id, |s| {
             s.pool.as_ref().is_some_and(|p| {
-                p.coming() > 0 && (!p.idle.is_empty() || p.others_wait || s.refill.not_before > now)
+                let undecided = !p.paced()
+                    && p.in_call
+                        .values()
+                        .any(|c| s.hold.undecided(now.saturating_sub(c.since), p.spacing_ms));
+                p.coming() > 0
+                    && (!p.idle.is_empty()
+                        || p.others_wait
+                        || s.refill.not_before > now
+                        || undecided)
             })
         })
     }

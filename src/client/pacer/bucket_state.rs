@@ -36,6 +36,9 @@ pub(super) struct BucketState {
     pub(super) dissolved: Option<DissolvedPool>,
     /// How long calls here hold their lease.
     pub(super) hold: HoldTime,
+    /// Our clock: a permit due before this is not sent, even one a caller
+    /// already drew (see `penalty`).
+    pub(super) unsent_before: Millis,
 }
 
 impl BucketState {

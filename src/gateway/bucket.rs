@@ -263,8 +263,10 @@ impl Bucket {
     /// What a provider said about its quota. A stated limit is read over
     /// its own window, or else over the window of the rule whose count is
     /// nearest to it (a provider's `X-RateLimit-Limit` is usually the limit
-    /// a host configured from its documentation).
-    pub fn observe_quota(&mut self, report: &QuotaReport, now: Micros) {
+    /// a host configured from its documentation). Like a rule's, its window
+    /// is lengthened by `guard_ms`: paced at exactly the stated rate, calls
+    /// that bunch a little on the way put one too many in some window.
+    pub fn observe_quota(&mut self, report: &QuotaReport, now: Micros, guard_ms: u64) {
         if let (Some(limit), Some(adaptive)) = (report.limit, &mut self.adaptive) {
             let window_ms = report.window_ms.or_else(|| {
                 self.rules
@@ -273,7 +275,7 @@ impl Bucket {
                     .map(|r| r.window_ms)
             });
             if let Some(window_ms) = window_ms {
-                adaptive.state_limit(limit as f64 * 1_000.0 / window_ms as f64);
+                adaptive.state_limit(limit as f64 * 1_000.0 / (window_ms + guard_ms) as f64);
             }
         }
         if let (Some(remaining), Some(reset_at_ms)) = (report.remaining, report.reset_at_ms) {

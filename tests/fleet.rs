@@ -443,6 +443,30 @@ fn a_failed_probe_does_not_halve_a_lone_isolate_s_block() {
     );
 }
 
+/// Bug: the overshoot that finds a limit (the demo's first second: 25 a
+/// second against a provider that takes 15 over a sliding second) sent
+/// every permit the runs had already drawn into the provider's full window.
+/// All four runs were refused within 0.12 s and each waited its own
+/// `Retry-After: 1`, so the second second accepted 5 of 15. The cut now
+/// answers with the time the window frees, and a permit drawn before the
+/// cut and due before then is not sent.
+#[test]
+fn permits_drawn_before_the_overshoot_s_cut_stay_out_of_the_full_window_bug_the_demo_s_second_second_took_5_of_15(
+) {
+    let run = overstated_rule_through_call_tool(6_000);
+    let accepted = &run.accepted_per_second;
+    assert!(
+        accepted.iter().all(|&n| n >= 13),
+        "a second accepted under 13 of 15: {accepted:?}"
+    );
+    let discovery = run.refused_at.iter().filter(|&&at| at < 1_000).count();
+    assert!(
+        discovery <= 2,
+        "{discovery} 429s in the first second: {:?}",
+        run.refused_at
+    );
+}
+
 /// Bug: on a host that sends its calls late (the demo on a loaded machine),
 /// the gateway's reading of what the provider took, a count of calls in
 /// one second, is often a call off. A step that followed a reading one

@@ -18,6 +18,8 @@ export const nowMs = () => performance.timeOrigin + performance.now();
  */
 export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] }) {
   let schedule = [{ atMs: -Infinity, rps, maxConcurrency }];
+  // Whether every answer states the rate in force (`X-RateLimit-Limit`).
+  let statesLimit = false;
   let records = [];
   // Accepted arrivals of the last window, oldest first: what the rate rule counts.
   let acceptedTimes = [];
@@ -46,11 +48,15 @@ export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] 
       retryAfterMs = acceptedTimes[acceptedTimes.length - limit.rps] + WINDOW_MS - t;
     }
     req.resume();
+    // Only the limit: the window slides, so no reset time would be true (in
+    // whole seconds it would say 1 almost always), and what remains of the
+    // window says no more than the limit does.
+    const stated = statesLimit ? { "x-ratelimit-limit": String(limit.rps) } : {};
     if (record.reason) {
       record.status = 429;
       // HTTP allows only whole seconds here, so a client learns "about one
       // second" even when the window frees up sooner.
-      res.writeHead(429, { "retry-after": String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
+      res.writeHead(429, { ...stated, "retry-after": String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
       res.end(record.reason);
       return;
     }
@@ -60,7 +66,7 @@ export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] 
     setTimeout(
       () => {
         inFlight -= 1;
-        res.writeHead(200, { "content-type": "text/plain" });
+        res.writeHead(200, { ...stated, "content-type": "text/plain" });
         res.end("ok");
       },
       lo + Math.random() * (hi - lo),
@@ -77,8 +83,12 @@ export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] 
     setLimit(limit, atMs = nowMs()) {
       schedule = [...schedule.filter((e) => e.atMs < atMs), { atMs, ...limit }];
     },
-    /** Forgets all arrivals and sets one limit, for the next contender. */
-    reset(limit) {
+    /**
+     * Forgets all arrivals and sets one limit, for the next contender; with
+     * `statesLimit`, every answer states the rate in force.
+     */
+    reset(limit, options = {}) {
+      statesLimit = options.statesLimit === true;
       schedule = [{ atMs: -Infinity, ...limit }];
       records = [];
       acceptedTimes = [];

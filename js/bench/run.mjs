@@ -52,6 +52,17 @@ const SCENARIOS = [
   {
     id: "b",
     title: `true limit ${lowLimit.rps} req/s (${LOW_SHARE * 100}% of the configured ${configured.rps}) for the first half, then ${configured.rps}`,
+    halves: true,
+    limits: (startAt) => [
+      { ...lowLimit, atMs: -Infinity },
+      { ...configured, atMs: startAt + durationMs / 2 },
+    ],
+  },
+  {
+    id: "c",
+    title: `as b, and every answer states the limit in force (\`X-RateLimit-Limit: ${lowLimit.rps}\`, then ${configured.rps}); no peer reads it`,
+    halves: true,
+    statesLimit: true,
     limits: (startAt) => [
       { ...lowLimit, atMs: -Infinity },
       { ...configured, atMs: startAt + durationMs / 2 },
@@ -113,7 +124,7 @@ async function reap(child, timeoutMs) {
 
 async function runContender({ name, mod }, scenario, { redis, provider }) {
   await redis.flush();
-  provider.reset(scenario.limits(0)[0]);
+  provider.reset(scenario.limits(0)[0], { statesLimit: scenario.statesLimit });
   const service = mod.startService ? await mod.startService({ limit: configured }) : undefined;
   if (service) stops.push(service.stop);
   const children = [];
@@ -184,7 +195,7 @@ function figures({ startAt, endAt, reports, provider, scenario }) {
     const inWindow = records.filter((r) => r.t > end - 1000 && r.t <= end);
     result.worstGapsMs = inWindow.slice(1).map((r, i) => Math.round(r.t - inWindow[i].t));
   }
-  if (scenario.id === "b") {
+  if (scenario.halves) {
     const mid = startAt + durationMs / 2;
     const low = provider.stats(startAt, mid);
     const high = provider.stats(mid, endAt);
@@ -210,7 +221,7 @@ function table(scenario, rows) {
     "round trips per call",
     "added latency p50 / p99 (ms)",
   ];
-  if (scenario.id === "b") head.push("429s settle < 2% after", "util. low / raised half");
+  if (scenario.halves) head.push("429s settle < 2% after", "util. low / raised half");
   const lines = [`| ${head.join(" | ")} |`, `|${head.map(() => "---").join("|")}|`];
   for (const { label, result, error } of rows) {
     if (error) {
@@ -230,7 +241,7 @@ function table(scenario, rows) {
       result.roundTripsPerCall.toFixed(2),
       `${ms(result.p50)} / ${ms(result.p99)}`,
     ];
-    if (scenario.id === "b") {
+    if (scenario.halves) {
       cells.push(
         result.convergedAfterMs === null
           ? `not within ${durationMs / 2000} s`
@@ -273,10 +284,10 @@ const MEASURED = `How the figures are measured:
 - **1-s windows over limit**: for every arrival, the 1 s window that ends with it, counted when it holds more arrivals (accepted or not) than the true rate in force then; one window per call, so none is missed, however short the burst.
 - **worst 1-s window**: the most arrivals in any 1 s window against the true rate then, with the overshoot.
 - **peak in flight**: the most calls the stub held at once, counting the one arriving; over the limit it answered 429.
-- **utilization**: accepted calls over rate × time of the true limit (per phase in scenario b). When the run starts or the limit rises, the provider's trailing window holds less than the new limit, so up to one more second's worth can be accepted: short phases can pass 100%.
+- **utilization**: accepted calls over rate × time of the true limit (per phase in scenarios b and c). When the run starts or the limit rises, the provider's trailing window holds less than the new limit, so up to one more second's worth can be accepted: short phases can pass 100%.
 - **round trips per call**: limiter requests (Redis commands sent through ioredis, counted in each process; a Lua script is one) during the run, per provider call. Pub/sub messages pushed by Redis are not counted.
 - **added latency**: per dispatched call, from when the caller wanted to call (free again, or once the provider's Retry-After has passed after a 429) until the limiter let it go; nearest-rank p50 and p99 over all processes.
-- **429s settle < 2% after** (scenario b): the start of the first 2 s window, sliding by 250 ms through the low-limit half, from which every window has fewer than 2% 429s; "not within" when the last one still has more.`;
+- **429s settle < 2% after** (scenarios b and c): the start of the first 2 s window, sliding by 250 ms through the low-limit half, from which every window has fewer than 2% 429s; "not within" when the last one still has more.`;
 
 async function main() {
   const scenarios = opts.scenarios

@@ -23,6 +23,7 @@ async function callProvider(url) {
     return {
       status: response.status,
       retryAfterMs: response.status === 429 ? retryAfterMs(response.headers.get("retry-after")) : 0,
+      headers: response.headers,
     };
   } catch (error) {
     return { status: 0, retryAfterMs: 0, error: String(error) };
@@ -56,9 +57,12 @@ async function run({ module, config, callers, providerUrl }) {
       const answeredAt = nowMs();
       if (outcome.error && fetchErrors.length < 5) fetchErrors.push(outcome.error);
       const retry = answeredAt < endAt;
+      // The provider's headers go along: a contender that reads what the
+      // provider says of its limit may use them.
       const next = await contender.report(permit, {
         status: outcome.status,
         retryAfterMs: outcome.retryAfterMs,
+        headers: outcome.headers,
         retry,
       });
       wantAt = outcome.status === 429 ? answeredAt + outcome.retryAfterMs : nowMs();

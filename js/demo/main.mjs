@@ -109,6 +109,19 @@ const summary = [
 console.log("\n| figure | value |\n|---|---|");
 for (const [k, v] of summary) console.log(`| ${k} | ${v} |`);
 
+// Second by second from the first call: a dip shows here as a low count.
+const perSecond = [];
+for (const c of calls) {
+  const s = Math.floor((c.at - times[0]) / 1000);
+  perSecond[s] ??= { accepted: 0, refused: 0 };
+  if (c.status === 200) perSecond[s].accepted++;
+  else perSecond[s].refused++;
+}
+const row = (f) => Array.from(perSecond, (s) => String(s ? f(s) : 0).padStart(2)).join(" ");
+console.log(`\nper second   ${Array.from(perSecond, (_, i) => String(i).padStart(2)).join(" ")}`);
+console.log(`accepted     ${row((s) => s.accepted)}`);
+console.log(`429s         ${row((s) => s.refused)}`);
+
 mkdirSync(outDir, { recursive: true });
 const chartPath = join(outDir, "demo.svg");
 const end = samples.at(-1).t;

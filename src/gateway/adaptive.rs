@@ -41,9 +41,11 @@
 //!
 //! A provider may state its limit (quota headers). A stated limit under the
 //! rules' rate is a ceiling, not a cut: the rate drops to it at once and
-//! returns as soon as the provider states more. Nothing lifts the rate above
-//! the rules, and a rules change never lifts a cut: the curve is kept apart
-//! from the ceiling, so only a stricter ceiling moves the rate.
+//! returns as soon as the provider states more. A 429 at that ceiling steps
+//! under it as a drift does. Nothing lifts the rate above the rules, and a
+//! rules change never lifts a cut: the curve is kept apart from the ceiling,
+//! so only a stricter ceiling moves the rate. The one thing that lifts a
+//! cut is the provider stating more than it stated before.
 //!
 //! The constants were chosen with the fleet simulation
 //! (`cargo bench --bench fleet`, 32 isolates x 8 callers, 20 req/s rule):
@@ -296,8 +298,13 @@ impl AdaptiveRate {
     }
 
     /// The provider stated a limit of `rps`: a ceiling if under the cap;
-    /// a higher statement withdraws an earlier lower one.
+    /// a higher statement withdraws an earlier lower one, and with it a cut
+    /// made under that one: the provider says it takes more now, which
+    /// 429s would otherwise take a probe at a time to find.
     pub fn state_limit(&mut self, rps: f64) {
+        if self.stated.is_some_and(|old| rps > old) && self.pause.is_none() {
+            self.curve = None;
+        }
         self.stated = (rps < self.cap).then_some(rps);
     }
 

@@ -256,6 +256,38 @@ fn a_stated_limit_lowers_the_ceiling_and_a_higher_one_is_ignored() {
     );
 }
 
+/// A provider that states 8 a second and refuses a call at that rate (calls
+/// bunched on the way, or permits granted before it said so) named its
+/// limit: the rate steps under it as for a drift, and the fleet goes on.
+/// Taken as a limit found by guessing, it was cut to 70% with the fleet
+/// sitting out the cooldown.
+#[test]
+fn a_429_at_a_stated_limit_steps_under_it_without_stopping_the_fleet() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.state_limit(8.0);
+    assert!(!a.cut(S, S, 0, None), "the fleet goes on");
+    assert!(close(a.rate(), 8.0 * DRIFT_BETA), "{}", a.rate());
+    run_for(&mut a, 2 * S, RECOVERY_S as u64);
+    assert!(
+        (a.rate() - 8.0 * DRIFT_PLATEAU).abs() < 0.1,
+        "back under the stated 8: {}",
+        a.rate()
+    );
+}
+
+#[test]
+fn a_stated_limit_that_rises_lifts_a_cut_made_under_the_lower_one_and_a_repeat_does_not() {
+    let mut a = AdaptiveRate::new(20.0);
+    a.state_limit(8.0);
+    a.cut(S, S, 0, None);
+    let cut = a.rate();
+    a.state_limit(8.0);
+    assert!(close(a.rate(), cut), "the same word again: {}", a.rate());
+    a.state_limit(20.0);
+    assert_eq!(a.rate(), 20.0, "the provider takes 20 now");
+    assert!(!a.is_reduced());
+}
+
 #[test]
 fn a_429_with_a_reading_cuts_to_what_the_provider_accepted_without_stopping_the_fleet() {
     let mut a = AdaptiveRate::new(20.0);

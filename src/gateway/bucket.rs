@@ -27,6 +27,13 @@ pub(crate) const MAX_TURN_QUEUE_US: Micros = 90_000_000;
 /// disagree about a provider's rules would otherwise grow it without bound.
 pub(crate) const MAX_TIMELINES: usize = 32;
 
+/// A cut that goes on without a cooldown to under this share of the rate
+/// refused overfilled the provider's window: the bucket holds until the
+/// window frees. A shallower one (a failed probe, a drift step) refused a
+/// rate a few percent over the limit, whose window frees as the next call
+/// leaves.
+const HOLD_UNDER: f64 = 0.85;
+
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Bucket {
     pub rules: Vec<PacingRule>,
@@ -256,8 +263,10 @@ impl Bucket {
     /// What a provider said about its quota. A stated limit is read over
     /// its own window, or else over the window of the rule whose count is
     /// nearest to it (a provider's `X-RateLimit-Limit` is usually the limit
-    /// a host configured from its documentation).
-    pub fn observe_quota(&mut self, report: &QuotaReport, now: Micros) {
+    /// a host configured from its documentation). Like a rule's, its window
+    /// is lengthened by `guard_ms`: paced at exactly the stated rate, calls
+    /// that bunch a little on the way put one too many in some window.
+    pub fn observe_quota(&mut self, report: &QuotaReport, now: Micros, guard_ms: u64) {
         if let (Some(limit), Some(adaptive)) = (report.limit, &mut self.adaptive) {
             let window_ms = report.window_ms.or_else(|| {
                 self.rules
@@ -266,7 +275,7 @@ impl Bucket {
                     .map(|r| r.window_ms)
             });
             if let Some(window_ms) = window_ms {
-                adaptive.state_limit(limit as f64 * 1_000.0 / window_ms as f64);
+                adaptive.state_limit(limit as f64 * 1_000.0 / (window_ms + guard_ms) as f64);
             }
         }
         if let (Some(remaining), Some(reset_at_ms)) = (report.remaining, report.reset_at_ms) {
@@ -283,6 +292,13 @@ impl Bucket {
     /// of an overload cuts the rate (or, for an outage, pauses the bucket)
     /// and pushes every timeline past the cooldown; reports during the
     /// cooldown only extend it. During a pause every 429 is a failed probe.
+    ///
+    /// A cut that goes on without a cooldown but far under the rate refused
+    /// (the overshoot that found a limit, or a limit that fell) holds the
+    /// bucket until the provider's window frees instead: the permits
+    /// granted at the old rate and due before then would all be refused.
+    /// Clients told of the hold send none of them, and 429s from those sent
+    /// anyway are that same overload, not a reason to wait longer.
     pub fn penalize(&mut self, now: Micros, cooldown_us: Micros) {
         // Returned times were spaced for the rate the provider just
         // refused, and a time granted before may not come back after.
@@ -296,23 +312,35 @@ impl Bucket {
             self.pending_cut = true;
             return;
         };
+        // A pause sets the rate's credit aside to its end; a hold keeps it.
+        let holding = !fresh && a.credited_until < self.cooldown_until;
         let signal = a.refused_at(now);
+        let mut hold_until = None;
         let pause_fleet = if a.pause.is_some() {
             a.refuse_probe(cooldown_us);
             true
-        } else if !signal {
+        } else if !signal || holding {
             false
         } else if !fresh {
             true
         } else if now >= a.event_until {
             let granted_until = self.last_at.unwrap_or(now).max(now);
+            let refused = a.rate();
             // Calls on kept leases are not granted one by one, so grants
             // say nothing of what the provider accepted.
             let accepted = match streamed {
-                false => self.throughput.accepted_in_last_second(now, a.rate()),
+                false => self.throughput.accepted_in_last_second(now, refused),
                 true => None,
             };
-            a.cut(now, cooldown_us, granted_until, accepted)
+            let pause_fleet = a.cut(now, cooldown_us, granted_until, accepted);
+            if !pause_fleet && a.rate() < HOLD_UNDER * refused {
+                // No longer than the provider asked the refused call to wait.
+                hold_until = self
+                    .throughput
+                    .window_frees_at(now, refused)
+                    .map(|at| at.min(until));
+            }
+            pause_fleet
         } else {
             false
         };
@@ -320,6 +348,8 @@ impl Bucket {
             self.cooldown_until = self.cooldown_until.max(until);
             // Nothing is granted during a cooldown: no time to credit.
             a.credited_until = a.credited_until.max(self.cooldown_until);
+        } else if let Some(at) = hold_until {
+            self.cooldown_until = self.cooldown_until.max(at);
         }
     }
 

@@ -190,7 +190,7 @@ impl GatewayCore {
                 .release(&req.released_lease_ids, now, lease_ttl);
         }
         if let Some(report) = &req.quota {
-            bucket.observe_quota(report, now);
+            bucket.observe_quota(report, now, self.config.window_guard_ms);
         }
         bucket.reported_successes = bucket
             .reported_successes
@@ -334,7 +334,7 @@ impl GatewayCore {
         let bucket = self.buckets.get_mut(&req.bucket_id).expect("ensured");
         bucket.mature(now);
         if let Some(report) = &req.quota {
-            bucket.observe_quota(report, now);
+            bucket.observe_quota(report, now, self.config.window_guard_ms);
         }
         bucket.penalize(now, micros(req.cooldown_ms));
         let response = PenalizeResponse {
@@ -357,7 +357,7 @@ impl GatewayCore {
             });
         };
         bucket.mature(now);
-        bucket.observe_quota(&req.quota, now);
+        bucket.observe_quota(&req.quota, now, self.config.window_guard_ms);
         let response = ObserveResponse {
             effective_requests_per_second: bucket.effective_rps(),
         };

@@ -1,7 +1,7 @@
 // paceline through the Node dev gateway: one gateway for every process, each
 // process a client with its own block-leasing pacer over fetchPort. A 429
 // goes to the gateway as a penalty (its timeline then waits, so the caller
-// does not sleep as well).
+// does not sleep as well), and the provider's quota headers go there too.
 import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { fileURLToPath } from "node:url";
@@ -49,8 +49,11 @@ export async function createContender(config) {
   const rules = [{ requestsPerWindow: config.rps, windowMs: 1000, maxConcurrency: config.maxConcurrency }];
   return {
     acquire: () => pacer.acquire({ bucketId, rules }),
-    async report(permit, { status, retryAfterMs }) {
+    async report(permit, { status, retryAfterMs, headers }) {
       try {
+        // What the provider says of its limit (its `X-RateLimit-*` or
+        // `RateLimit` fields), before the answer itself is reported.
+        if (headers) pacer.observeHeaders({ bucketId, headers });
         if (status === 429) await pacer.penalize({ bucketId, cooldownMs: Math.max(1, retryAfterMs) });
         else pacer.observeSuccess({ bucketId });
       } finally {

@@ -43,6 +43,9 @@ pub(super) struct BucketState {
     /// Callers holding a drawn permit that waits for its time and a paced
     /// slot: the slots they need are kept for them.
     pub(super) paced_due: u64,
+    /// Our clock: a permit due before this is not sent, even one a caller
+    /// already drew (see `penalty`).
+    pub(super) unsent_before: Millis,
 }
 
 impl BucketState {

@@ -242,7 +242,7 @@ impl GatewayRateState {
                     })
                     .await?;
                 }
-                if self.inner.rt.now_ms() <= deadline {
+                if self.inner.rt.now_ms() <= deadline && !self.unsent(&target.bucket_id, due) {
                     return Ok(permit);
                 }
                 continue;

@@ -1,6 +1,8 @@
 //! A provider's 429 as the pacer takes it: the gateway hears first, and
 //! the permits held here inside its cooldown, or past the rate it cut to,
-//! go unsent.
+//! go unsent. That includes a permit a caller already drew and is waiting
+//! on: it was granted before the 429 at the rate refused, and is checked
+//! once more when its time comes.
 
 use super::block::Slot;
 use super::GatewayRateState;
@@ -52,6 +54,9 @@ impl GatewayRateState {
             .and_then(|r| r.effective_requests_per_second);
         let now = self.inner.rt.now_ms();
         let dropped = self.state(bucket_id, |s| {
+            if until != Millis::MAX {
+                s.unsent_before = s.unsent_before.max(s.clock.to_local(until));
+            }
             let previous = s.effective_rps;
             s.effective_rps = cut_to.or(previous);
             s.cancel_dissolved_starts();
@@ -124,5 +129,12 @@ impl GatewayRateState {
             self.dissolve_pool(bucket_id, false);
         }
         outcome.map(|_| ())
+    }
+
+    /// Whether a permit due at `due` (our clock) falls inside a cooldown
+    /// the gateway answered a 429 with after it was drawn: sent, it would
+    /// reach a provider that is refusing.
+    pub(super) fn unsent(&self, bucket_id: &str, due: Millis) -> bool {
+        self.state(bucket_id, |s| due < s.unsent_before)
     }
 }

@@ -15,7 +15,8 @@
 //!   reading shows the provider took clearly more than that plateau: the
 //!   limit is rising). The fleet does not stop: the cut is the answer, and
 //!   only the refused call waits its `Retry-After`.
-//! - holding near the plateau: the limit drifted down. Step down to
+//! - holding near the plateau, or at a limit the provider stated: the
+//!   limit drifted down (or calls bunched on the way). Step down to
 //!   `DRIFT_BETA`, climb back to `DRIFT_PLATEAU` of the refused rate over
 //!   `RECOVERY_S`, again without stopping the fleet. A step soon after a
 //!   step, to less than the plateau the last one set, shows the limit
@@ -90,10 +91,14 @@ impl AdaptiveRate {
         // provider is refusing almost everything: an outage, or a limit that
         // fell far, which only the pause's probe tells apart.
         let collapsed = accepted.filter(|&a| a < PAUSE_SHARE * memory);
+        // At a limit the provider stated: it refused the rate it named (calls
+        // bunched on the way, or permits granted before it said so), which
+        // is a plateau held, not a limit found by guessing.
+        let at_stated = self.curve.is_none() && self.stated.is_some();
         let goes_on = match (collapsed, accepted) {
             (Some(_), _) => None,
             // Refused while holding: the limit drifted down a little.
-            _ if near_plateau && !self.is_probing() => {
+            _ if (near_plateau && !self.is_probing()) || at_stated => {
                 Some(self.drift_step(rate, accepted, run_before))
             }
             _ if near_plateau => Some(self.failed_probe(now, granted_until, rate, w_max, accepted)),

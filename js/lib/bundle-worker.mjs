@@ -30,7 +30,7 @@ export async function bundleWorker(entryPath, pkg = pkgDir) {
     format: "esm",
     platform: "neutral",
     conditions: ["workerd", "worker", "browser"],
-    external: ["*.wasm"],
+    external: ["*.wasm", "cloudflare:*"],
     logLevel: "warning",
   });
   // Each module's .wasm (the full one, and the client one "paceline/client" imports).

@@ -66,7 +66,10 @@ impl QuotaHeaders {
         let policy = self.ratelimit_policy.as_deref().unwrap_or("");
         let mut binding = None;
         if let Some(value) = &self.ratelimit {
-            if value.contains("remaining=") {
+            // Searched as bytes: `str::contains` with a `&str` brings core's
+            // two-way searcher and its slicing panic, whose message formats
+            // a `char` with `Debug` (core's Unicode tables): 4.8 KB gzip.
+            if value.as_bytes().windows(10).any(|w| w == b"remaining=") {
                 // The draft's older dictionary: `limit=L, remaining=R, reset=T`.
                 for m in members(value) {
                     match m.trim().split_once('=') {

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use js_sys::{Function, Reflect};
 use wasm_bindgen::prelude::*;
 
-use super::reader::{string, ObjectArg, MAX_SAFE_INTEGER};
+use super::reader::{string_at, ObjectArg, Path, MAX_SAFE_INTEGER};
 use super::runtime::JsAbortSignal;
 use crate::client::{PacerOptions, PermitRequest};
 use crate::error::{Error, Result};
@@ -121,8 +121,8 @@ impl BucketRef {
         BucketRef::from_values(
             o.get("bucketId")?,
             o.get("rateScopeToken")?,
-            &o.name("bucketId"),
-            &o.name("rateScopeToken"),
+            o.field("bucketId"),
+            o.field("rateScopeToken"),
         )
     }
 
@@ -130,22 +130,26 @@ impl BucketRef {
     pub fn from_values(
         bucket_id: Option<JsValue>,
         token: Option<JsValue>,
-        id_path: &str,
-        token_path: &str,
+        id_path: Path,
+        token_path: Path,
     ) -> Result<BucketRef> {
         let bucket_id = match bucket_id {
-            Some(v) => string(&v, id_path, limits::MAX_ID_BYTES)?,
+            Some(v) => string_at(&v, id_path, limits::MAX_ID_BYTES)?,
             None => {
                 return Err(Error::invalid(format!(
-                    "{id_path} must be a string, got nothing"
+                    "{} must be a string, got nothing",
+                    id_path.text()
                 )))
             }
         };
         if bucket_id.is_empty() {
-            return Err(Error::invalid(format!("{id_path} must not be empty")));
+            return Err(Error::invalid(format!(
+                "{} must not be empty",
+                id_path.text()
+            )));
         }
         let rate_scope_token = token
-            .map(|t| string(&t, token_path, limits::MAX_TOKEN_BYTES))
+            .map(|t| string_at(&t, token_path, limits::MAX_TOKEN_BYTES))
             .transpose()?
             .map(|t| t.trim().to_owned())
             .filter(|t| !t.is_empty());

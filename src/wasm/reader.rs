@@ -49,8 +49,34 @@ fn kind(value: &JsValue) -> String {
     }
 }
 
-fn wrong(path: &str, expected: &str, got: &JsValue) -> Error {
-    Error::invalid(format!("{path} must be {expected}, got {}", kind(got)))
+/// Where a read value came from, written out only when an error names it:
+/// a successful read formats nothing.
+#[derive(Clone, Copy)]
+pub(crate) enum Path<'a> {
+    /// A path as given: `options`, `body`.
+    Given(&'a str),
+    /// A field of an object: `options.maxWaitMs`.
+    Field(&'a str, &'a str),
+    /// The names of an object's fields.
+    KeyOf(&'a str),
+}
+
+impl Path<'_> {
+    pub fn text(self) -> String {
+        match self {
+            Path::Given(path) => path.to_owned(),
+            Path::Field(object, key) => format!("{object}.{key}"),
+            Path::KeyOf(object) => format!("a field name of {object}"),
+        }
+    }
+}
+
+fn wrong(path: Path, expected: &str, got: &JsValue) -> Error {
+    Error::invalid(format!(
+        "{} must be {expected}, got {}",
+        path.text(),
+        kind(got)
+    ))
 }
 
 fn absent(value: &JsValue) -> bool {
@@ -60,6 +86,10 @@ fn absent(value: &JsValue) -> bool {
 /// A string argument, refused unread past `max_bytes` (UTF-16 units can
 /// only grow in UTF-8, so the length is checked before the copy).
 pub(crate) fn string(value: &JsValue, path: &str, max_bytes: usize) -> Result<String> {
+    string_at(value, Path::Given(path), max_bytes)
+}
+
+pub(crate) fn string_at(value: &JsValue, path: Path, max_bytes: usize) -> Result<String> {
     if !value.is_string() {
         return Err(wrong(path, "a string", value));
     }
@@ -74,18 +104,20 @@ pub(crate) fn string(value: &JsValue, path: &str, max_bytes: usize) -> Result<St
     Ok(text)
 }
 
-fn too_long(path: &str, max_bytes: usize) -> Error {
+fn too_long(path: Path, max_bytes: usize) -> Error {
     Error::invalid(format!(
-        "{path} is over {max_bytes} bytes; the limit is {max_bytes}"
+        "{} is over {max_bytes} bytes; the limit is {max_bytes}",
+        path.text()
     ))
 }
 
 /// An integer number in `0..=max`: no strings, no fractions, no NaN.
-pub(crate) fn integer(value: &JsValue, path: &str, max: u64) -> Result<u64> {
+fn integer_at(value: &JsValue, path: Path, max: u64) -> Result<u64> {
     match value.as_f64() {
         Some(n) if n.fract() == 0.0 && n >= 0.0 && n <= max as f64 => Ok(n as u64),
         Some(_) => Err(Error::invalid(format!(
-            "{path} must be an integer from 0 to {max}, got {}",
+            "{} must be an integer from 0 to {max}, got {}",
+            path.text(),
             number_words(value)
         ))),
         None => Err(wrong(path, "a number", value)),
@@ -106,35 +138,38 @@ fn number_words(value: &JsValue) -> String {
 /// A time in milliseconds since the epoch, as a host clock gives it.
 #[cfg(feature = "gateway-host")]
 pub(crate) fn time(value: &JsValue, path: &str) -> Result<u64> {
-    integer(value, path, MAX_TIME_MS)
+    integer_at(value, Path::Given(path), MAX_TIME_MS)
 }
 
 /// Writes `value` as JSON text inside a catch (a throwing getter, a
 /// Proxy trap, a cycle or a BigInt is `INVALID_INPUT`), refusing more than
 /// a request body's worth before it is copied into the wasm. NaN and the
 /// infinities become `null`, which the decoder refuses by name.
-fn json_text(value: &JsValue, path: &str) -> Result<String> {
-    let name = if path.is_empty() {
-        "the argument"
-    } else {
-        path
+fn json_text(value: &JsValue, path: Path) -> Result<String> {
+    let name = match path {
+        Path::Given("") => Path::Given("the argument"),
+        path => path,
     };
-    let text = js_sys::JSON::stringify(value).map_err(|e| unreadable(name, e))?;
+    let text = js_sys::JSON::stringify(value).map_err(|e| unreadable(&name.text(), e))?;
     if !text.is_string() {
         return Err(wrong(name, "JSON data", value));
     }
-    string(&text.into(), path, limits::MAX_BODY_BYTES)
+    string_at(&text.into(), path, limits::MAX_BODY_BYTES)
 }
 
 /// `value` as a JSON value; `undefined`, functions and symbols are refused.
 pub(crate) fn json(value: &JsValue, path: &str) -> Result<Value> {
+    json_at(value, Path::Given(path))
+}
+
+fn json_at(value: &JsValue, path: Path) -> Result<Value> {
     let text = json_text(value, path)?;
     Ok(crate::json_parse::parse(text.as_bytes()).unwrap_or(Value::Null))
 }
 
 /// Reads and validates one protocol message (a wire request, a grant).
 pub(crate) fn message<M: Message>(value: &JsValue) -> Result<M> {
-    decode(json_text(value, "")?.as_bytes())
+    decode(json_text(value, Path::Given(""))?.as_bytes())
 }
 
 /// An object argument whose fields are read one at a time, by name.
@@ -148,7 +183,7 @@ impl ObjectArg {
     /// here; `only` then refuses its items as unknown fields.)
     pub fn new(value: &JsValue, path: &str) -> Result<ObjectArg> {
         if !value.is_object() {
-            return Err(wrong(path, "an object", value));
+            return Err(wrong(Path::Given(path), "an object", value));
         }
         Ok(ObjectArg {
             value: value.clone(),
@@ -166,14 +201,18 @@ impl ObjectArg {
     }
 
     pub fn name(&self, key: &str) -> String {
-        format!("{}.{key}", self.path)
+        self.field(key).text()
+    }
+
+    pub fn field<'a>(&'a self, key: &'a str) -> Path<'a> {
+        Path::Field(&self.path, key)
     }
 
     /// Refuses any field not in `known` (see [`unknown_field`]).
     pub fn only(&self, known: &[&str]) -> Result<()> {
         let keys = object_keys(&self.value).map_err(|e| unreadable(&self.path, e))?;
         for key in keys.iter() {
-            let key = string(&key, &format!("a field name of {}", self.path), 64)?;
+            let key = string_at(&key, Path::KeyOf(&self.path), 64)?;
             if !known.contains(&key.as_str()) {
                 return Err(unknown_field(&self.name(&key), known));
             }
@@ -190,7 +229,7 @@ impl ObjectArg {
 
     pub fn opt_string(&self, key: &str, max_bytes: usize) -> Result<Option<String>> {
         self.get(key)?
-            .map(|v| string(&v, &self.name(key), max_bytes))
+            .map(|v| string_at(&v, self.field(key), max_bytes))
             .transpose()
     }
 
@@ -198,14 +237,14 @@ impl ObjectArg {
         self.get(key)?
             .map(|v| {
                 v.as_bool()
-                    .ok_or_else(|| wrong(&self.name(key), "a boolean", &v))
+                    .ok_or_else(|| wrong(self.field(key), "a boolean", &v))
             })
             .transpose()
     }
 
     pub fn opt_integer(&self, key: &str, max: u64) -> Result<Option<u64>> {
         self.get(key)?
-            .map(|v| integer(&v, &self.name(key), max))
+            .map(|v| integer_at(&v, self.field(key), max))
             .transpose()
     }
 
@@ -222,7 +261,7 @@ impl ObjectArg {
                 if v.is_function() {
                     Ok(v.unchecked_into())
                 } else {
-                    Err(wrong(&self.name(key), "a function", &v))
+                    Err(wrong(self.field(key), "a function", &v))
                 }
             })
             .transpose()
@@ -233,7 +272,7 @@ impl ObjectArg {
         self.get(key)?
             .map(|v| match v.as_f64() {
                 Some(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
-                _ => Err(wrong(&self.name(key), "a finite number >= 0", &v)),
+                _ => Err(wrong(self.field(key), "a finite number >= 0", &v)),
             })
             .transpose()
     }
@@ -249,7 +288,7 @@ impl ObjectArg {
         let value = self.get(key)?.ok_or_else(|| {
             Error::invalid(format!("{} is required (a list of rules)", self.name(key)))
         })?;
-        let list = json(&value, &self.name(key))?;
+        let list = json_at(&value, self.field(key))?;
         // The wire ignores fields it does not know, so that additions stay
         // compatible; a caller's own rules do not: a misspelt
         // `maxConcurency` would silently drop the concurrency bound.

@@ -12,8 +12,8 @@ use paceline::sim::scenarios::{
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, overstated_rule,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool,
     per_request_state, provider_outage, ramp, rate_bound_slots, saturated, shape_figures,
-    slot_bound, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS,
-    OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
+    slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
+    LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -245,6 +245,21 @@ fn main() {
                 )
             });
         }
+        let ten_slots = ten_slots_bind(h);
+        let end = ten_slots.duration_ms;
+        row(
+            "maxConcurrency 10, 4 x 4 callers, calls of 1 s: the slots bind (10/s)",
+            h,
+            &ten_slots,
+            move |r| {
+                format!(
+                    "{:.2}/s of the 10/s slot bound; max in flight {}; widest isolate share {:.0}% from equal",
+                    r.dispatches_between(5_000, end) as f64 / ((end - 5_000) as f64 / 1_000.0),
+                    r.max_in_flight,
+                    100.0 * r.share_spread(5_000, end)
+                )
+            },
+        );
         let deaths = concurrency_with_deaths(h);
         let ttl = deaths.gateway.lease_ttl_ms;
         row(

@@ -8,8 +8,8 @@ use paceline::sim::scenarios::{
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool,
     per_request_state, provider_outage, ramp, rate_bound_slots, saturated, shape_figures,
-    slot_bound, sparse, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS,
-    OUTAGE_MS, PROVIDER_OUTAGE_MS, SLOT_BOUND_RPS,
+    slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
+    LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SLOT_BOUND_RPS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -208,6 +208,22 @@ fn paced_isolates_keep_the_slots_their_drawn_permits_need_bug_permits_died_betwe
         let rate = r.dispatches_between(2_000, config.duration_ms) as f64
             / ((config.duration_ms - 2_000) as f64 / 1_000.0);
         assert!(rate >= 19.5, "horizon {horizon}: {rate:.2}/s of 20");
+    }
+}
+
+#[test]
+fn calls_in_flight_reach_max_concurrency_when_demand_wants_them() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let config = ten_slots_bind(horizon);
+        let r = run_fleet(&config);
+        assert_eq!(r.max_in_flight, 10, "horizon {horizon}");
+        assert!(r.rejections.is_empty(), "{} 429s", r.rejections.len());
+        let rate = r.dispatches_between(5_000, config.duration_ms) as f64
+            / ((config.duration_ms - 5_000) as f64 / 1_000.0);
+        assert!(
+            rate >= 9.5,
+            "horizon {horizon}: {rate:.2}/s of the 10/s slot bound"
+        );
     }
 }
 

@@ -320,7 +320,7 @@ fn acquire_streamed(g: &mut GatewayCore, n: u64, now: u64) -> serde_json::Value 
 fn a_restored_gateway_starts_no_call_on_a_freed_slot_before_its_stream_allows() {
     // Five calls at 0, 50, ..., 200 ms, one per slot; the last one's slot
     // is given back at 210 ms and may start its next call at 450 ms. A
-    // restore used to forget that and start it at once, early.
+    // restore used to forget that and start it at once, 150 ms early.
     let mut g = GatewayCore::new(GatewayConfig::default(), 7).unwrap();
     let mut store = BTreeMap::new();
     let first = acquire_streamed(&mut g, 5, T0);
@@ -338,9 +338,7 @@ fn a_restored_gateway_starts_no_call_on_a_freed_slot_before_its_stream_allows() 
     );
     assert_eq!(r.status, 200, "{}", r.body);
     for (how, mut gateway) in kept_and_restored(g, &mut store) {
-        // Asked 30 ms before the slot is ready: sooner, the gateway would
-        // not park the timeline on it and sends the client back instead.
-        let next = acquire_streamed(&mut gateway, 1, T0 + 420);
+        let next = acquire_streamed(&mut gateway, 1, T0 + 300);
         assert_eq!(
             next["scheduledAtMs"],
             serde_json::json!([T0 + 450]),

@@ -25,6 +25,9 @@ impl Bucket {
     /// takes none. Unless `leased`, the permits come without leases, as for
     /// a bucket with no concurrency bound: for a client that holds paced
     /// slots, whose calls each take one of them and one of its slots.
+    /// `asks_slots`: the client keeps leases when the bucket hands them out
+    /// (it is granted one per permit only while the bucket turns or its
+    /// rate is cut), and comes back when told.
     #[allow(clippy::too_many_arguments)]
     pub fn grant(
         &mut self,
@@ -32,6 +35,7 @@ impl Bucket {
         book_next_turn: bool,
         ticket: Option<u64>,
         leased: bool,
+        asks_slots: bool,
         now: Micros,
         earliest: Micros,
         horizon: Micros,
@@ -61,13 +65,14 @@ impl Bucket {
         // Streamed slots: each permit also waits for its slot's stream, and
         // a returned time (spaced for no slot) is not reused.
         let stream = self.stream_spacing().filter(|_| leased);
-        // A client that takes no turn tickets is not given a permit at a
+        // A client that asks for kept slots is not given a permit at a
         // slot's stream more than a permit's spacing past the timeline's
         // next free time: placing it there would leave the timeline empty
         // until then, though a slot still held may come back ready sooner.
-        // It comes back shortly instead (see `wait_ms` below).
+        // It comes back shortly instead (see `wait_ms` below). Older
+        // clients, which ask for none, are given the far time as before.
         let park_after =
-            (stream.is_some() && ticket.is_none()).then(|| self.turn_interval(adaptive_interval));
+            (stream.is_some() && asks_slots).then(|| self.turn_interval(adaptive_interval));
         let mut parked = None;
         while (times.len() as u64) < wanted {
             let slot_ready = stream.map(|_| {

@@ -85,6 +85,16 @@ pub fn rate_bound_slots(horizon_ms: Millis) -> FleetConfig {
     c
 }
 
+/// Peer scenario a's fleet and rule, `{20/s, maxConcurrency 10}`, with
+/// calls of 1 s: demand wants 16 calls in flight, so the slots bind, at
+/// 10 calls a second, with isolates keeping several streamed slots each.
+pub fn ten_slots_bind(horizon_ms: Millis) -> FleetConfig {
+    let mut c = rate_bound_slots(horizon_ms);
+    c.call_latency_ms = 1_000;
+    c.jitter.call_hold = Spread::default();
+    c
+}
+
 /// Calls per second the slots of `slot_bound` allow.
 pub const SLOT_BOUND_RPS: f64 = 5.0 / 0.3;
 

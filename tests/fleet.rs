@@ -2,6 +2,7 @@
 //! with a hidden limit, on virtual time. Each test names the invariant it
 //! holds; `cargo bench --bench fleet` reports the same runs' figures.
 
+use paceline::sim::jitter::Spread;
 use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
@@ -184,6 +185,33 @@ fn a_fleet_turning_to_paced_slots_asks_little_meanwhile_bug_it_polled_every_100_
         );
         assert!(r.dispatches.len() >= 94, "{} calls", r.dispatches.len());
     }
+}
+
+/// Bug: chains cut at their end came back together, and clients refused
+/// while they were overdue (come at their turn a little early) went to the
+/// back of the line, booked 600 ms apart: every slot sat idle for up to a
+/// second (seconds of 2, 7 and 11 calls of 16.7 once timers ran up to 2 ms
+/// late; 88% in real time).
+#[test]
+fn slots_freed_at_chain_ends_go_to_the_clients_refused_meanwhile_bug_slots_idled_for_a_second() {
+    let mut config = slot_bound(FLEET_HORIZON_MS);
+    config.duration_ms = 30_000;
+    config.jitter.seed = 1;
+    config.jitter.timer_late = Spread::upto(2);
+    let r = run_fleet(&config);
+    assert!(r.max_in_flight <= 5, "{} in flight", r.max_in_flight);
+    let thinnest = (3..30)
+        .map(|s| r.dispatches_between(s * 1_000, (s + 1) * 1_000))
+        .min()
+        .expect("seconds after the first three");
+    assert!(thinnest >= 13, "a second with {thinnest} calls of 16.7");
+    let rate = r.dispatches_between(3_000, 30_000) as f64 / 27.0;
+    assert!(
+        rate >= 0.95 * SLOT_BOUND_RPS,
+        "{rate:.2}/s of the {SLOT_BOUND_RPS:.2}/s the slots allow"
+    );
+    let per_permit = r.round_trips_per_permit();
+    assert!(per_permit <= 0.3, "{per_permit:.2} round trips per permit");
 }
 
 /// Bug: a paced isolate gave back its slots while its callers held drawn

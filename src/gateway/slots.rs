@@ -48,6 +48,13 @@ use crate::protocol::SlotKind;
 /// expected back, so it finds the slot free rather than a moment early.
 const TURN_MARGIN_US: Micros = 10_000;
 
+/// How long a client refused a slot while a chain is past its end waits
+/// before it looks again: about half a held call, the longest such a chain
+/// usually takes to come back, without a trip per slot's spacing (in the
+/// fleet simulation, 100 ms cost 0.32 round trips per call, 150 ms 0.28
+/// at the same throughput).
+const OVERDUE_CHAIN_RETRY_MS: u64 = 150;
+
 /// How long a client that keeps slots, and wanted more than were free,
 /// serves its callers with its own before it asks again.
 pub(crate) const KEEPER_RETRY_MS: u64 = 1_000;
@@ -281,6 +288,17 @@ impl Bucket {
         let booked = self.slot_turns_tat.max(now);
         let streams = &self.leases.streams;
         let delay = streams.return_delay_us.unwrap_or(0);
+        // A chain past its end is about to come back (its holder gives it
+        // up when its call ends): a client refused now, as at its turn
+        // come a little early, looks again shortly instead of joining the
+        // back of the line.
+        let overdue = streams
+            .chains
+            .values()
+            .any(|&start| start.saturating_add(MAX_CHAIN_US) <= now);
+        if overdue {
+            return OVERDUE_CHAIN_RETRY_MS;
+        }
         let next_end = streams
             .chains
             .values()

@@ -87,9 +87,10 @@ impl Bucket {
             let at_ms = match returned {
                 Some(at_ms) => at_ms,
                 None => {
-                    let free_at = self.next_free(earliest);
                     let at = self.next_free(earliest.max(slot_ready.unwrap_or(0)));
-                    if park_after.is_some_and(|after| at > free_at.saturating_add(after)) {
+                    let parks = park_after
+                        .is_some_and(|after| at > self.next_free(earliest).saturating_add(after));
+                    if parks {
                         if let Some(ready) = slot_ready {
                             self.leases.streams.untake(ready);
                         }

@@ -52,7 +52,7 @@ use crate::protocol::{
     ObserveRequest, ObserveResponse, PenalizeRequest, PenalizeResponse, ReleaseRequest,
     ReleaseResponse,
 };
-use bucket::{Bucket, CONCURRENCY_RETRY_MS};
+use bucket::Bucket;
 use config::check_now;
 use grant::Grant;
 use idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US as RUN_IDLE};
@@ -271,24 +271,8 @@ impl GatewayCore {
                     lease_ttl,
                     &mut self.ids,
                 );
-                // A client that asked for kept leases of a kind the bucket
-                // does not hand out now comes back soon: the bucket turns
-                // as soon as the last of the old kind is back, or its rate
-                // as soon as its cut is over. Not before a slot held now
-                // could serve it, though: asking sooner is a wasted trip.
                 if req.slots_wanted.is_some() && grant.times.is_empty() {
-                    let full = bucket.leases.live(now) as u64
-                        >= bucket.max_concurrency().unwrap_or(u64::MAX);
-                    let spacing = bucket.stream_spacing().unwrap_or(0);
-                    let soonest = bucket.leases.streams.soonest_ready(spacing);
-                    let retry = match soonest.filter(|_| full) {
-                        Some(at) => ceil_ms(at.saturating_sub(now))
-                            .clamp(CONCURRENCY_RETRY_MS / 4, KEEPER_RETRY_MS),
-                        None => grant
-                            .wait_ms
-                            .clamp(CONCURRENCY_RETRY_MS / 4, CONCURRENCY_RETRY_MS),
-                    };
-                    grant.wait_ms = retry;
+                    grant.wait_ms = bucket.kind_retry_ms(now, grant.wait_ms);
                 }
                 grant
             }

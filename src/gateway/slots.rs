@@ -35,25 +35,13 @@
 //! [`MAX_CHAIN_US`]; a client that gives one back gets none in the same
 //! request, and others get one at a time.
 //! Refused clients are booked at the chain ends to come, each a little
-//! after its slot is expected back.
+//! after its slot is expected back (see `turns`).
 
-use super::bucket::{Bucket, CONCURRENCY_RETRY_MS};
-use super::grant::Grant;
+use super::bucket::Bucket;
 use super::leases::{format_lease_id, parse_lease_id, LeaseIds};
-use super::slot_streams::{MAX_CHAIN_US, WAITERS_MEMORY_US};
+use super::slot_streams::MAX_CHAIN_US;
 use super::timeline::{ceil_ms, interval_for_rps, Micros};
 use crate::protocol::SlotKind;
-
-/// A refused client is booked this long after the slot it waits for is
-/// expected back, so it finds the slot free rather than a moment early.
-const TURN_MARGIN_US: Micros = 10_000;
-
-/// How long a client refused a slot while a chain is past its end waits
-/// before it looks again: about half a held call, the longest such a chain
-/// usually takes to come back, without a trip per slot's spacing (in the
-/// fleet simulation, 100 ms cost 0.32 round trips per call, 150 ms 0.28
-/// at the same throughput).
-const OVERDUE_CHAIN_RETRY_MS: u64 = 150;
 
 /// How long a client that keeps slots, and wanted more than were free,
 /// serves its callers with its own before it asks again.
@@ -257,69 +245,13 @@ impl Bucket {
             first_waiter: !contended,
         }
     }
-
-    fn slot_count(&self) -> u64 {
-        self.max_concurrency().unwrap_or(1).max(1)
-    }
-
-    /// A client refused a slot: no times, and its turn at the slots (a
-    /// short retry for the first to wait, as no chain has been cut short
-    /// for it yet and a holder done with its slot gives it back soon).
-    pub fn refuse_for_slots(&mut self, now: Micros, first_waiter: bool) -> Grant {
-        let wait_ms = if first_waiter {
-            CONCURRENCY_RETRY_MS
-        } else {
-            self.slot_retry_ms(now)
-        };
-        Grant {
-            times: Vec::new(),
-            lease_ids: Some(Vec::new()),
-            wait_ms,
-            turn_ticket: None,
-        }
-    }
-
-    /// How long a client refused a slot should wait: its turn, at the
-    /// next chain end no other refused client was sent to (plus the usual
-    /// delay of a lease coming back after its chain), or a slot's share of
-    /// a chain after the last turn booked when every chain end is taken.
-    fn slot_retry_ms(&mut self, now: Micros) -> u64 {
-        let max = self.slot_count();
-        let booked = self.slot_turns_tat.max(now);
-        let streams = &self.leases.streams;
-        let delay = streams.return_delay_us.unwrap_or(0);
-        // A chain past its end is about to come back (its holder gives it
-        // up when its call ends): a client refused now, as at its turn
-        // come a little early, looks again shortly instead of joining the
-        // back of the line.
-        let overdue = streams
-            .chains
-            .values()
-            .any(|&start| start.saturating_add(MAX_CHAIN_US) <= now);
-        if overdue {
-            return OVERDUE_CHAIN_RETRY_MS;
-        }
-        let next_end = streams
-            .chains
-            .values()
-            .map(|&start| start.saturating_add(MAX_CHAIN_US + delay + TURN_MARGIN_US))
-            .filter(|&end| end > booked)
-            .min();
-        let turn = next_end.unwrap_or(booked.saturating_add(MAX_CHAIN_US / max));
-        self.slot_turns_tat = turn;
-        // Its caller waits until then, whether or not it asks meanwhile.
-        let streams = &mut self.leases.streams;
-        streams.waiters_until = streams
-            .waiters_until
-            .max(turn.saturating_add(WAITERS_MEMORY_US));
-        ceil_ms(turn.saturating_sub(now)).max(CONCURRENCY_RETRY_MS)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::gateway::leases::LeaseKey;
+    use crate::gateway::slot_streams::WAITERS_MEMORY_US;
     use crate::protocol::{rules_signature, PacingRule};
 
     /// A bucket whose kept leases are streamed.

@@ -255,6 +255,31 @@ fn calls_in_flight_reach_max_concurrency_when_demand_wants_them() {
     }
 }
 
+/// Bug: only an isolate left with no slot counted as waiting, so with
+/// calls of 1 s on ten slots two isolates kept four slots each and two
+/// kept one (shares 60% from equal) for as long as the run lasted. Each
+/// isolate now shows the claim the gateway gave it, and the slots split
+/// two and a half apiece, the odd ones moving round.
+#[test]
+fn isolates_keeping_several_slots_share_them_evenly_bug_two_kept_four_and_two_kept_one() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let config = ten_slots_bind(horizon);
+        let r = run_fleet(&config);
+        for from in (5_000..config.duration_ms).step_by(15_000) {
+            let to = (from + 15_000).min(config.duration_ms);
+            let spread = r.share_spread(from, to);
+            assert!(
+                spread <= 0.2,
+                "horizon {horizon}, {from}-{to} ms: an isolate's share strays {:.0}% from equal: {:?}",
+                100.0 * spread,
+                r.shares_between(from, to)
+            );
+        }
+        let per_call = r.round_trips_per_permit();
+        assert!(per_call <= 0.4, "{per_call:.3} round trips per call");
+    }
+}
+
 /// Bug: isolates refused a slot polled for it, about four refusals per
 /// permit granted (4.99 round trips per permit), and a turn booked for one
 /// went to whoever asked when the slot freed.

@@ -180,6 +180,9 @@ impl Bucket {
             lease_spacing_ms: None,
             lease_ttl_ms: None,
             slot_waiters: false,
+            slot_claim: None,
+            slot_share: None,
+            slot_keep: None,
             turn_ticket: grant.turn_ticket,
         }
     }

@@ -23,6 +23,7 @@ mod quota;
 mod recent;
 mod returns;
 mod scope;
+mod slot_claims;
 mod slot_streams;
 mod slots;
 mod snapshot;
@@ -200,6 +201,7 @@ impl GatewayCore {
             .slots_wanted
             .and_then(|_| bucket.slot_kind(req.slot_kind, now));
         let mut kept = None;
+        let mut claim = None;
         let grant = match (kind, req.slots_wanted) {
             (Some(paced), Some(wanted)) => {
                 let slots = bucket.hand_slots(
@@ -207,6 +209,7 @@ impl GatewayCore {
                     wanted,
                     !req.released_lease_ids.is_empty(),
                     paced,
+                    req.slot_claim,
                     now,
                     earliest,
                     horizon,
@@ -217,6 +220,7 @@ impl GatewayCore {
                 // asked for serves its callers with its own for a while
                 // before it asks again.
                 let short = (slots.new.len() as u64) < wanted;
+                claim = slots.claim;
                 let mut held = slots.kept;
                 if paced {
                     held.extend(slots.new.iter().map(|(id, _)| id.clone()));
@@ -280,6 +284,9 @@ impl GatewayCore {
         let mut response = bucket.response(grant, now, self.config.dispatch_tolerance_ms());
         if bucket.max_concurrency().is_some() {
             response.slot_waiters = bucket.leases.streams.contended(now);
+        }
+        if let Some(claim) = claim {
+            claim.write(&mut response);
         }
         if let Some((held, paced)) = kept {
             response.kept_lease_ids = Some(held);

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use super::leases::{LeaseId, MAX_LIVE_LEASES};
+use super::slot_claims::SlotClaims;
 use super::timeline::Micros;
 use crate::protocol::LEASE_CHAIN_MS;
 
@@ -28,6 +29,8 @@ pub(crate) struct SlotStreams {
     pub chains: HashMap<LeaseId, Micros>,
     /// A caller wanted a slot and found none, until about this time.
     pub waiters_until: Micros,
+    /// The shares of clients that keep several slots.
+    pub claims: SlotClaims,
     /// How long after its chain's end a kept lease usually comes back (a
     /// moving average): its last call ends, then the release travels.
     pub return_delay_us: Option<Micros>,

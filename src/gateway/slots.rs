@@ -38,7 +38,8 @@
 //! after its slot is expected back (see `turns`).
 
 use super::bucket::Bucket;
-use super::leases::{format_lease_id, parse_lease_id, LeaseIds};
+use super::leases::{format_lease_id, parse_lease_id, LeaseId, LeaseIds};
+use super::slot_claims::ClaimAnswer;
 use super::slot_streams::MAX_CHAIN_US;
 use super::timeline::{ceil_ms, interval_for_rps, Micros};
 use crate::protocol::SlotKind;
@@ -56,6 +57,8 @@ pub(crate) struct SlotGrant {
     /// Nobody waited for a slot before this client: the slots are held by
     /// clients that give them back when done, likely soon.
     pub first_waiter: bool,
+    /// What the answer tells a client that showed a claim.
+    pub claim: Option<ClaimAnswer>,
 }
 
 impl Bucket {
@@ -170,45 +173,92 @@ impl Bucket {
         wanted: u64,
         giving_back: bool,
         paced: bool,
+        claim: Option<u64>,
         now: Micros,
         earliest: Micros,
         horizon: Micros,
         lease_ttl: Micros,
         ids: &mut LeaseIds,
     ) -> SlotGrant {
-        let contended = self.leases.streams.contended(now);
-        let mut kept = Vec::new();
+        // An id that is not a live lease starts no chain: chains are kept
+        // per lease, and a client naming made-up ids would grow the table
+        // for as long as the bucket lives.
+        let mut live: Vec<(Micros, LeaseId, &String)> = Vec::with_capacity(held.len());
         for text in held {
-            // An id that is not a live lease starts no chain: chains are
-            // kept per lease, and a client naming made-up ids would grow
-            // the table for as long as the bucket lives.
             let Some(id) = parse_lease_id(text).filter(|&id| self.leases.holds(id, now)) else {
                 continue;
             };
             let started = *self.leases.streams.chains.entry(id).or_insert(now);
-            let chain_over = contended && now.saturating_sub(started) >= MAX_CHAIN_US;
-            if !chain_over && self.leases.renew(id, now, lease_ttl) {
-                kept.push(text.clone());
+            live.push((started, id, text));
+        }
+        let holds = live.len() as u64;
+        let max = self.max_concurrency().unwrap_or(0);
+        let streams = &mut self.leases.streams;
+        let contended = streams.contended(now);
+        let claim = claim.map(|shown| streams.claims.claim(shown, now));
+        let share = claim.and_then(|id| streams.claims.share(id, holds, holds + wanted, max, now));
+        // How many of its chains that ran their length the client keeps: a
+        // client that shows a claim down to its share's `keep` while others
+        // hold less than theirs; an older client none while anyone waits.
+        let keep = match (claim, share) {
+            (Some(_), Some(share)) if share.others_short => share.keep,
+            (Some(_), _) => holds,
+            (None, _) if contended => 0,
+            (None, _) => holds,
+        };
+        // The chains that end: the oldest of those that ran their length.
+        let ran_out = |started: Micros| now.saturating_sub(started) >= MAX_CHAIN_US;
+        let mut by_age: Vec<(Micros, LeaseId)> = live
+            .iter()
+            .filter(|&&(started, _, _)| ran_out(started))
+            .map(|&(started, id, _)| (started, id))
+            .collect();
+        by_age.sort_unstable();
+        by_age.truncate(holds.saturating_sub(keep) as usize);
+        let mut kept = Vec::new();
+        for (started, id, text) in live {
+            if by_age.iter().any(|&(_, ending)| ending == id)
+                || !self.leases.renew(id, now, lease_ttl)
+            {
+                continue;
             }
+            if ran_out(started) && claim.is_some() {
+                // Kept within its share: a chain again from now, so that a
+                // chain past its end is one about to come back.
+                self.leases.streams.chains.insert(id, now);
+            }
+            kept.push(text.clone());
         }
         if !kept.is_empty() {
             // Calls go on on the kept slots: as far as the adaptive rate's
             // clock goes, the bucket is in use as if it granted now.
             self.last_at = Some(self.last_at.map_or(now, |last| last.max(now)));
         }
-        let free = self
-            .max_concurrency()
-            .map_or(0, |max| max.saturating_sub(self.leases.live(now) as u64));
-        let share = match contended {
-            true if giving_back => 0,
-            true => 1,
-            false => wanted,
+        let free = max.saturating_sub(self.leases.live(now) as u64);
+        let holding = kept.len() as u64;
+        let share_left = match (claim, share) {
+            // A client that gave slots back while others want them gets
+            // none in the same request; one at or over its keep, none while
+            // another is under its own.
+            (Some(_), Some(share)) if giving_back && share.others_short => 0,
+            (Some(_), Some(share)) if share.others_under_keep => share.keep.saturating_sub(holding),
+            (Some(_), Some(share)) => share.most.saturating_sub(holding),
+            (Some(_), None) => wanted,
+            // An older client: none to a giver while others wait, else
+            // one at a time.
+            (None, _) if contended && giving_back => 0,
+            (None, _) if contended => 1,
+            (None, _) => wanted,
         };
-        let granted = wanted.min(free).min(share);
+        let granted = wanted.min(free).min(share_left);
         // Only a client left with no slot at all waits: one that keeps some
         // and wants more is served by its own, and is no reason to rotate.
         if granted == 0 && wanted > 0 && kept.is_empty() {
             self.leases.streams.refused(now);
+        }
+        if let Some(id) = claim {
+            let claims = &mut self.leases.streams.claims;
+            claims.heard(id, holding + granted, holds + wanted, now);
         }
         let adaptive_interval = self.adaptive_interval();
         let mut new = Vec::with_capacity(granted as usize);
@@ -239,190 +289,20 @@ impl Bucket {
             self.leases.streams.chains.insert(id, now);
             new.push((format_lease_id(id), ceil_ms(at)));
         }
+        let claim = claim.map(|claim| ClaimAnswer {
+            claim,
+            share,
+            holds: (kept.len() + new.len()) as u64,
+        });
         SlotGrant {
             kept,
             new,
             first_waiter: !contended,
+            claim,
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gateway::leases::LeaseKey;
-    use crate::gateway::slot_streams::WAITERS_MEMORY_US;
-    use crate::protocol::{rules_signature, PacingRule};
-
-    /// A bucket whose kept leases are streamed.
-    fn bucket(limit: u64, max: u64) -> Bucket {
-        let mut b = Bucket::new(0);
-        let rules = [PacingRule::new(limit, 1_000).with_max_concurrency(max)];
-        b.apply_rules(&rules, rules_signature(&rules), 0);
-        b.leases.streams.paced = false;
-        b
-    }
-
-    fn ids() -> LeaseIds {
-        LeaseIds::new(LeaseKey([1; 32]))
-    }
-
-    const TTL: Micros = 60_000_000;
-    const HORIZON: Micros = 86_400_000_000;
-
-    #[test]
-    fn each_slot_gets_its_share_of_every_window() {
-        assert_eq!(bucket(20, 5).stream_spacing(), Some(250_000));
-        assert_eq!(
-            bucket(20, 6).stream_spacing(),
-            Some(333_334),
-            "3 calls a window per slot, 18 of the 20"
-        );
-        assert_eq!(
-            bucket(4, 5).stream_spacing(),
-            None,
-            "fewer calls than slots"
-        );
-        assert_eq!(
-            Bucket::new(0).stream_spacing(),
-            None,
-            "no concurrency bound"
-        );
-    }
-
-    #[test]
-    fn a_bucket_whose_rate_is_cut_grants_one_lease_per_permit_again() {
-        let mut b = bucket(20, 5);
-        assert!(b.stream_spacing().is_some());
-        b.penalize(1_000_000, 1_000_000);
-        assert_eq!(
-            b.stream_spacing(),
-            None,
-            "kept leases would not hear of the cut"
-        );
-    }
-
-    #[test]
-    fn new_leases_come_only_from_free_slots_and_a_client_left_with_none_waits() {
-        let (mut ids, mut b) = (ids(), bucket(20, 3));
-        let first = b.hand_slots(&[], 2, false, false, 0, 0, HORIZON, TTL, &mut ids);
-        assert_eq!(first.new.len(), 2);
-        let second = b.hand_slots(&[], 2, false, false, 0, 0, HORIZON, TTL, &mut ids);
-        assert_eq!(second.new.len(), 1, "one slot was left");
-        assert!(
-            !b.leases.streams.contended(0),
-            "a client with a slot is served by it"
-        );
-        let third = b.hand_slots(&[], 1, false, false, 0, 0, HORIZON, TTL, &mut ids);
-        assert!(third.new.is_empty());
-        assert!(b.leases.streams.contended(0), "a client with none waits");
-        assert!(!b.leases.streams.contended(WAITERS_MEMORY_US));
-    }
-
-    #[test]
-    fn a_released_slot_starts_its_next_stream_no_earlier_than_its_last_allowed() {
-        // One slot takes the whole rule: its calls are a twentieth of a
-        // second apart.
-        let (mut ids, mut b) = (ids(), bucket(20, 1));
-        let legacy = b.grant(1, false, None, true, false, 0, 0, 1_000_000, TTL, &mut ids);
-        assert_eq!(legacy.times, [0]);
-        let lease = legacy.lease_ids.unwrap();
-        b.leases.release(&lease, 10_000, TTL);
-        let kept = b.hand_slots(&[], 1, false, false, 20_000, 20_000, HORIZON, TTL, &mut ids);
-        assert_eq!(kept.new[0].1, 50, "spaced from the slot's call at 0 ms");
-        let pooled = vec![kept.new[0].0.clone()];
-        b.leases.release(&pooled, 600_000, TTL);
-        let next = b.hand_slots(
-            &[],
-            1,
-            false,
-            false,
-            600_000,
-            600_000,
-            HORIZON,
-            TTL,
-            &mut ids,
-        );
-        assert_eq!(
-            next.new[0].1, 600,
-            "a kept lease's slot is ready at its release"
-        );
-    }
-
-    #[test]
-    fn held_leases_are_renewed_for_a_full_ttl_and_unknown_ones_are_not_kept() {
-        let (mut ids, mut b) = (ids(), bucket(20, 2));
-        let ttl = 5_000_000;
-        let held: Vec<String> = b
-            .hand_slots(&[], 2, false, false, 0, 0, HORIZON, ttl, &mut ids)
-            .new
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
-        let mut asked = held.clone();
-        asked.push(format_lease_id(99));
-        let again = b.hand_slots(
-            &asked, 0, false, false, 4_000_000, 4_000_000, HORIZON, ttl, &mut ids,
-        );
-        assert_eq!(again.kept, held);
-        assert_eq!(b.leases.live(ttl + 1), 2, "renewed past the first TTL");
-        assert_eq!(b.leases.live(4_000_000 + ttl), 0);
-    }
-
-    #[test]
-    fn while_others_wait_a_chain_is_renewed_only_up_to_its_limit() {
-        let (mut ids, mut b) = (ids(), bucket(20, 1));
-        let held = vec![b
-            .hand_slots(&[], 1, false, false, 0, 0, HORIZON, TTL, &mut ids)
-            .new[0]
-            .0
-            .clone()];
-        let late = MAX_CHAIN_US + 1;
-        let alone = b.hand_slots(&held, 0, false, false, late, late, HORIZON, TTL, &mut ids);
-        assert_eq!(alone.kept, held, "nobody waits: the chain goes on");
-        let refused = b.hand_slots(&[], 1, false, false, late, late, HORIZON, TTL, &mut ids);
-        assert!(refused.new.is_empty() && refused.kept.is_empty());
-        let contended = b.hand_slots(
-            &held,
-            0,
-            false,
-            false,
-            late + 1,
-            late + 1,
-            HORIZON,
-            TTL,
-            &mut ids,
-        );
-        assert!(contended.kept.is_empty(), "its chain is over: it goes back");
-        assert_eq!(b.leases.live(late + 1), 1, "counted until it is released");
-    }
-
-    #[test]
-    fn while_others_wait_slots_go_one_at_a_time_and_never_back_to_their_giver() {
-        let (mut ids, mut b) = (ids(), bucket(20, 3));
-        b.leases.streams.refused(0);
-        let giver = b.hand_slots(&[], 2, true, false, 1, 1, HORIZON, TTL, &mut ids);
-        assert!(giver.new.is_empty(), "what it gave back is for the others");
-        let first = b.hand_slots(&[], 2, false, false, 1, 1, HORIZON, TTL, &mut ids);
-        assert_eq!(first.new.len(), 1, "one at a time");
-        let held = vec![first.new[0].0.clone()];
-        let again = b.hand_slots(&held, 2, false, false, 2, 2, HORIZON, TTL, &mut ids);
-        assert_eq!((again.kept.len(), again.new.len()), (1, 1));
-    }
-
-    /// Bug: any well-formed id a client named as held started a chain
-    /// entry, live lease or not, and nothing ever removed it: a client could
-    /// grow the table by a batch of made-up ids per request.
-    #[test]
-    fn ids_that_are_no_live_lease_start_no_chain_bug_made_up_ids_grew_the_table() {
-        let (mut ids, mut b) = (ids(), bucket(20, 2));
-        let made_up: Vec<String> = (0..50).map(|_| format_lease_id(ids.next_id())).collect();
-        let answer = b.hand_slots(&made_up, 0, false, false, 0, 0, HORIZON, TTL, &mut ids);
-        assert!(answer.kept.is_empty());
-        assert!(
-            b.leases.streams.chains.is_empty(),
-            "{} chains",
-            b.leases.streams.chains.len()
-        );
-    }
-}
+#[path = "slots_tests.rs"]
+mod tests;

@@ -69,6 +69,13 @@ pub struct AcquireRequest {
     /// come with no ticket; an older gateway ignores it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_ticket: Option<u64>,
+    /// With `slotsWanted`: the claim the gateway gave this client, or `0`
+    /// from a client that takes claims and has none yet. The gateway
+    /// counts each claim's slots and wants, to split the slots fairly
+    /// among clients that keep several. An older client sends none and is
+    /// treated as before: it waits only while it holds no slot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot_claim: Option<u64>,
     /// With `slotsWanted`: the kind of slots the client keeps. `paced`
     /// (its calls are short): slots kept as a semaphore, each call also
     /// taking a permit of this grant's (`requested`) from the timeline.
@@ -138,6 +145,7 @@ impl Decode for AcquireRequest {
                 None => Vec::new(),
             },
             turn_ticket: f.opt_integer("turnTicket", 0, limits::MAX_TURN_TICKET)?,
+            slot_claim: f.opt_integer("slotClaim", 0, limits::MAX_TURN_TICKET)?,
             slot_kind: SlotKind::from_fields(&f)?,
         })
     }
@@ -200,6 +208,20 @@ pub struct AcquireResponse {
     /// is done with should go back now rather than wait for a ride.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub slot_waiters: bool,
+    /// To a client that showed `slotClaim`: the claim to show next time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot_claim: Option<u64>,
+    /// With `slotWaiters`, to a client that showed `slotClaim`: its fair
+    /// share of the slots, the most it asks to hold while others wait.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot_share: Option<u64>,
+    /// With `slotShare`: how many it keeps through the ends of its chains
+    /// (one less than the share when the slots do not split evenly, so
+    /// that the odd ones move round the fleet). It gives back chains that
+    /// ran their length down to this many. Without it (an older gateway)
+    /// a client gives back every chain that ran its length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot_keep: Option<u64>,
     /// With a refusal for want of a slot, to a client that sent
     /// `turnTicket`: its place in line, to show when it comes back after
     /// `waitMs`.
@@ -257,6 +279,9 @@ impl Decode for AcquireResponse {
             lease_spacing_ms: f.opt_integer("leaseSpacingMs", 0, limits::MAX_WINDOW_MS)?,
             lease_ttl_ms: f.opt_millis("leaseTtlMs")?,
             slot_waiters: f.opt_bool("slotWaiters")?.unwrap_or(false),
+            slot_claim: f.opt_integer("slotClaim", 1, limits::MAX_TURN_TICKET)?,
+            slot_share: f.opt_integer("slotShare", 0, limits::MAX_RELEASE_BATCH as u64)?,
+            slot_keep: f.opt_integer("slotKeep", 0, limits::MAX_RELEASE_BATCH as u64)?,
             turn_ticket: f.opt_integer("turnTicket", 1, limits::MAX_TURN_TICKET)?,
         })
     }

@@ -19,6 +19,7 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         slots_wanted: None,
         held_lease_ids: Vec::new(),
         turn_ticket: None,
+        slot_claim: None,
         slot_kind: Default::default(),
     }
 }

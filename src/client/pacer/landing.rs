@@ -40,6 +40,9 @@ impl GatewayRateState {
         }
         state.refill.not_before = received.saturating_add(response.wait_ms);
         state.refill.turn_ticket = response.turn_ticket;
+        if response.slot_claim.is_some() {
+            state.refill.slot_claim = response.slot_claim;
+        }
         state.refill.answered = true;
         if response.granted > 0 {
             state.refill.draining = false;
@@ -157,11 +160,14 @@ impl GatewayRateState {
             });
             pool.spacing_ms = spacing;
             pool.others_wait = response.slot_waiters;
+            pool.share = response.slot_share;
+            pool.keep = response.slot_keep;
             if let Some(until) = response.cooldown_until_ms {
                 pool.cooldown_until = pool.cooldown_until.max(clock.to_local(until));
             }
             let asked = std::mem::take(&mut pool.renewing);
-            let back = pool.renewed(&asked, &kept, start_by);
+            let restarts = response.slot_keep.map(|_| sent);
+            let back = pool.renewed(&asked, &kept, start_by, restarts);
             if pool.paced() {
                 // New paced slots are the kept ones this client did not
                 // hold: free for a call at once.

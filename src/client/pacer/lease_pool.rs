@@ -41,6 +41,11 @@ pub(super) struct LeasePool {
     pub rules: Vec<PacingRule>,
     /// The gateway said callers elsewhere wait for a slot.
     pub others_wait: bool,
+    /// While others wait: this isolate's share of the slots, the most it
+    /// asks to hold, and how many it keeps through the ends of its chains
+    /// (`None` from an older gateway: it keeps none of those).
+    pub share: Option<u64>,
+    pub keep: Option<u64>,
     /// No call starts before this local time (a provider's cooldown).
     pub cooldown_until: Millis,
     /// The leases the refill in flight asked to keep.
@@ -86,6 +91,8 @@ impl LeasePool {
             token,
             rules,
             others_wait: false,
+            share: None,
+            keep: None,
             cooldown_until: 0,
             renewing: Vec::new(),
             watching: false,
@@ -110,6 +117,25 @@ impl LeasePool {
             true => PACED_IDLE_KEEP_MS,
             false => IDLE_KEEP_MS,
         }
+    }
+
+    fn holds(&self) -> u64 {
+        (self.idle.len() + self.in_call.len()) as u64
+    }
+
+    /// Whether others wait for slots and this isolate holds its share:
+    /// its callers are then served by the slots it has. One that holds
+    /// less waits for slots too, and asks at the turn it was given.
+    pub fn holds_its_share(&self) -> bool {
+        self.others_wait && self.share.is_none_or(|share| self.holds() >= share)
+    }
+
+    /// Whether leases whose chains ran their length go back when their
+    /// calls end: others wait, and this isolate holds more than it keeps
+    /// while they do. It gives them back one by one down to that count,
+    /// as the gateway's renewals would.
+    pub fn sheds(&self) -> bool {
+        self.others_wait && self.holds() > self.keep.unwrap_or(0)
     }
 
     /// Whether the caller holding `ticket` may take an idle lease now:
@@ -181,7 +207,7 @@ impl LeasePool {
     pub fn renewal_due(&self, now: Millis) -> bool {
         let soon = now + RENEW_EVERY_MS / 4;
         let due = |l: &KeptLease| {
-            l.start_by < soon && !(self.others_wait && l.granted_at + LEASE_CHAIN_MS <= l.start_by)
+            l.start_by < soon && !(self.sheds() && l.granted_at + LEASE_CHAIN_MS <= l.start_by)
         };
         self.idle.iter().any(due) || self.in_call.values().any(|c| c.keep && due(&c.lease))
     }
@@ -189,21 +215,37 @@ impl LeasePool {
     /// Applies a renewal: the `kept` of the leases `asked` may start calls
     /// until `start_by`; the rest must go back (idle ones are returned to
     /// give back now, busy ones when their call ends).
+    ///
+    /// A gateway that counts shares (`restarts_chains_at`, the request's
+    /// time) starts a kept lease's chain over once it ran its length: the
+    /// lease was renewed as one of this isolate's share.
     pub fn renewed(
         &mut self,
         asked: &[String],
         kept: &[String],
         start_by: Millis,
+        restarts_chains_at: Option<Millis>,
     ) -> Vec<KeptLease> {
+        let restart = |lease: &mut KeptLease| {
+            if let Some(at) = restarts_chains_at {
+                if lease.granted_at.saturating_add(LEASE_CHAIN_MS) <= at {
+                    lease.granted_at = at;
+                }
+            }
+        };
         let mut back = Vec::new();
         for id in asked {
             let keep = kept.contains(id);
             if let Some(call) = self.in_call.get_mut(id) {
                 call.keep &= keep;
                 call.lease.start_by = start_by;
+                if keep {
+                    restart(&mut call.lease);
+                }
             } else if let Some(i) = self.idle.iter().position(|l| &l.id == id) {
                 if keep {
                     self.idle[i].start_by = start_by;
+                    restart(&mut self.idle[i]);
                 } else {
                     back.push(self.idle.swap_remove(i));
                 }

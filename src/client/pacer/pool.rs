@@ -209,14 +209,14 @@ impl GatewayRateState {
             return self.end_call(bucket_id, lease_id);
         }
         let back = self.pool(bucket_id, |p| {
+            let sheds = p.sheds();
             let call = p.in_call.remove(lease_id)?;
             let mut lease = call.lease;
             lease.next_at = call.since + p.spacing_ms;
             lease.last_start = Some(call.since);
-            // Others have waited while this chain ran its length: the slot
-            // is theirs, whatever the last renewal said.
-            let chain_over =
-                p.others_wait && now.saturating_sub(lease.granted_at) >= LEASE_CHAIN_MS;
+            // Others, holding fewer, have waited while this chain ran its
+            // length: the slot is theirs, whatever the last renewal said.
+            let chain_over = sheds && now.saturating_sub(lease.granted_at) >= LEASE_CHAIN_MS;
             if call.keep && !chain_over && lease.start_by >= now {
                 lease.idle_since = now;
                 p.idle.push(lease);
@@ -355,7 +355,7 @@ impl GatewayRateState {
 
     /// Whether a caller here without a lease should wait for one handed
     /// on rather than ask the gateway: a lease is coming, and either one
-    /// is idle for a caller ahead of it, others wait for slots, the
+    /// is idle for a caller ahead of it, others holding fewer wait for slots, the
     /// gateway booked this isolate a turn, or this isolate's first call
     /// has not yet run long enough to tell which kind of slot pays (more
     /// streamed slots for calls that turn out short would go back after
@@ -370,7 +370,7 @@ impl GatewayRateState {
                         .any(|c| s.hold.undecided(now.saturating_sub(c.since), p.spacing_ms));
                 p.coming() > 0
                     && (!p.idle.is_empty()
-                        || p.others_wait
+                        || p.holds_its_share()
                         || s.refill.not_before > now
                         || undecided)
             })

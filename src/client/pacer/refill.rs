@@ -26,6 +26,8 @@ pub(super) struct Refill {
     /// The turn ticket the gateway gave with its last refusal for want of
     /// a slot, to show with the next acquire.
     pub turn_ticket: Option<u64>,
+    /// The claim on the bucket's slots the gateway gave this isolate.
+    pub slot_claim: Option<u64>,
     /// When callers began waiting on the refill in flight.
     pub started_at: Millis,
     /// When the block last ran dry.
@@ -358,6 +360,10 @@ impl GatewayRateState {
                     turn_ticket,
                 )
             });
+        // Kept slots: the claim that counts this isolate's share.
+        let slot_claim = slots
+            .as_ref()
+            .map(|_| self.state(bucket_id, |s| s.refill.slot_claim.unwrap_or(0)));
         let (slots_wanted, held_lease_ids, slot_kind) = match slots {
             Some((wanted, held, kind)) => (Some(wanted), held, kind),
             None => (None, Vec::new(), SlotKind::Streamed),
@@ -380,6 +386,7 @@ impl GatewayRateState {
             slots_wanted,
             held_lease_ids,
             turn_ticket,
+            slot_claim,
             slot_kind,
         };
         // The round trip is timed on the attempt that answered, not across

@@ -121,6 +121,7 @@ fn read_by_lease(r: &mut Reader, leases: &[LeaseId]) -> Result<HashMap<LeaseId, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::slot_claims::SlotClaims;
 
     fn streams() -> SlotStreams {
         SlotStreams {
@@ -128,6 +129,7 @@ mod tests {
             ready_after: HashMap::from([(11, 1_000)]),
             chains: HashMap::from([(22, 50), (99, 70)]),
             waiters_until: 2_000,
+            claims: SlotClaims::default(),
             return_delay_us: Some(40),
             paced: true,
             kept_ended_at: 1_500,

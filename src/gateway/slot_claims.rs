@@ -1,0 +1,216 @@
+//! Fair shares of a bucket's slots among clients that keep several. Each
+//! client that keeps slots shows a claim the gateway gave it, with the
+//! slots it holds and how many more its callers want; the gateway splits
+//! the slots among the claims heard from lately by max-min fairness (each
+//! gets what it wants up to an even level, the level rising until the
+//! slots run out). A client over its share gives chains that ran their
+//! length back; one under it is granted first.
+//!
+//! Knowing only that some client holds no slot, as an older client tells,
+//! an isolate holding four of ten slots and one holding one look alike:
+//! neither waits, and nothing moves them towards two and a half each.
+
+use std::collections::HashMap;
+
+use super::timeline::Micros;
+use crate::protocol::AcquireResponse;
+
+/// How long a claim counts after its client last spoke: a client that
+/// keeps slots renews them well within this, and one that waits comes back
+/// at its turn. A claim not heard from for longer holds nothing the shares
+/// should count.
+pub(crate) const CLAIM_MEMORY_US: Micros = 5_000_000;
+
+/// The most claims a bucket remembers: as many as it has slots at most,
+/// and twice that for clients waiting with none. The least recently heard
+/// goes first.
+const MAX_CLAIMS: usize = 2 * super::leases::MAX_LIVE_LEASES as usize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Claim {
+    holds: u64,
+    /// The slots it holds and those it asked for more.
+    wants: u64,
+    seen: Micros,
+}
+
+/// A bucket's claims. Not kept in a snapshot: a restored gateway hears
+/// every client that keeps slots again within a renewal, and until then
+/// splits the slots among those it has heard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SlotClaims {
+    claims: HashMap<u64, Claim>,
+    last_id: u64,
+}
+
+/// One client's share of the slots while others want more than they hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Share {
+    /// The most it may hold: the even level, or one more while the slots
+    /// do not split evenly, and never more than it wants.
+    pub most: u64,
+    /// What it keeps through the ends of its chains: the even level.
+    pub keep: u64,
+    /// Another client holds fewer than it may: this one's slots over
+    /// `keep` go back at their chains' ends.
+    pub others_short: bool,
+    /// Another client holds fewer than it keeps: this one is granted no
+    /// slot beyond its own `keep` until that one has its.
+    pub others_under_keep: bool,
+}
+
+/// What an answer tells a client that showed a claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ClaimAnswer {
+    pub claim: u64,
+    /// Its share, while others want more than they hold.
+    pub share: Option<Share>,
+    /// The slots it holds after this grant.
+    pub holds: u64,
+}
+
+impl ClaimAnswer {
+    /// Others want more than they hold: it keeps its share. Else it keeps
+    /// what it holds, whoever else waits with none.
+    pub fn write(&self, response: &mut AcquireResponse) {
+        let share = self.share.filter(|s| s.others_short);
+        response.slot_claim = Some(self.claim);
+        response.slot_waiters = share.is_some();
+        response.slot_share = Some(share.map_or(self.holds, |s| s.most));
+        response.slot_keep = Some(share.map_or(self.holds, |s| s.keep));
+    }
+}
+
+impl SlotClaims {
+    /// The claim a client showed if the bucket knows it, else a new one
+    /// (a client showing none, `0`, or one forgotten).
+    pub fn claim(&mut self, shown: u64, now: Micros) -> u64 {
+        if shown != 0 && self.claims.contains_key(&shown) {
+            return shown;
+        }
+        self.forget_stale(now);
+        if self.claims.len() >= MAX_CLAIMS {
+            let oldest = self.claims.iter().min_by_key(|(id, c)| (c.seen, **id));
+            if let Some((&id, _)) = oldest {
+                self.claims.remove(&id);
+            }
+        }
+        self.last_id += 1;
+        self.last_id
+    }
+
+    /// What the client of claim `id` holds and wants, as of now.
+    pub fn heard(&mut self, id: u64, holds: u64, wants: u64, now: Micros) {
+        let wants = wants.max(holds);
+        self.claims.insert(
+            id,
+            Claim {
+                holds,
+                wants,
+                seen: now,
+            },
+        );
+    }
+
+    /// The share of claim `id`, with `max` slots, were it to hold `holds`
+    /// and want `wants`; `None` while every claim can have all it wants.
+    pub fn share(&self, id: u64, holds: u64, wants: u64, max: u64, now: Micros) -> Option<Share> {
+        let mut others: Vec<Claim> = self
+            .claims
+            .iter()
+            .filter(|&(&other, c)| other != id && c.seen.saturating_add(CLAIM_MEMORY_US) > now)
+            .map(|(_, c)| *c)
+            .collect();
+        let me = Claim {
+            holds,
+            wants: wants.max(holds),
+            seen: now,
+        };
+        others.push(me);
+        let (level, odd) = even_level(&mut others, max)?;
+        others.pop();
+        let top = level + u64::from(odd);
+        let keep = me.wants.min(level);
+        Some(Share {
+            most: me.wants.min(top),
+            keep,
+            others_short: others.iter().any(|c| c.holds < c.wants.min(top)),
+            others_under_keep: others.iter().any(|c| c.holds < c.wants.min(level)),
+        })
+    }
+
+    fn forget_stale(&mut self, now: Micros) {
+        self.claims
+            .retain(|_, c| c.seen.saturating_add(CLAIM_MEMORY_US) > now);
+    }
+}
+
+/// The max-min fair level of `max` slots among `claims` (sorted here by
+/// what they want): each gets what it wants up to the level. `None` when
+/// all want no more than there are; else the level and whether slots are
+/// left over at it (fewer than the claims still above it).
+fn even_level(claims: &mut [Claim], max: u64) -> Option<(u64, bool)> {
+    claims.sort_unstable_by_key(|c| c.wants);
+    let mut left = max;
+    for (i, c) in claims.iter().enumerate() {
+        let above = (claims.len() - i) as u64;
+        let even = left / above;
+        if c.wants > even {
+            return Some((even, left % above > 0));
+        }
+        left -= c.wants;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn claims(holds_wants: &[(u64, u64)]) -> SlotClaims {
+        let mut c = SlotClaims::default();
+        for &(holds, wants) in holds_wants {
+            let id = c.claim(0, 0);
+            c.heard(id, holds, wants, 0);
+        }
+        c
+    }
+
+    #[test]
+    fn ten_slots_among_four_that_want_four_each_are_two_and_a_half_apiece() {
+        let c = claims(&[(4, 4), (4, 4), (1, 4)]);
+        let share = c.share(99, 1, 4, 10, 0).expect("they want 16 of 10");
+        assert_eq!((share.keep, share.most), (2, 3));
+        let rich = c.share(1, 4, 4, 10, 0).expect("contended");
+        assert!(rich.others_short && rich.others_under_keep);
+    }
+
+    #[test]
+    fn a_client_that_wants_little_gets_it_and_the_rest_split_what_is_left() {
+        let c = claims(&[(1, 1), (5, 9)]);
+        let share = c.share(99, 2, 9, 10, 0).expect("they want 19 of 10");
+        assert_eq!((share.keep, share.most), (4, 5), "9 left for two");
+    }
+
+    #[test]
+    fn no_share_while_every_claim_can_have_what_it_wants() {
+        let c = claims(&[(2, 3), (1, 2)]);
+        assert_eq!(c.share(99, 0, 5, 10, 0), None);
+    }
+
+    #[test]
+    fn a_claim_not_heard_from_within_its_memory_counts_no_more() {
+        let c = claims(&[(4, 4), (4, 4)]);
+        assert!(c.share(99, 1, 4, 10, 0).is_some());
+        assert_eq!(c.share(99, 1, 4, 10, CLAIM_MEMORY_US), None);
+    }
+
+    #[test]
+    fn a_claim_shown_again_is_kept_and_an_unknown_one_replaced() {
+        let mut c = SlotClaims::default();
+        let id = c.claim(0, 0);
+        c.heard(id, 1, 1, 0);
+        assert_eq!(c.claim(id, 1), id);
+        assert_ne!(c.claim(12_345, 1), 12_345);
+    }
+}

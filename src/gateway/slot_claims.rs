@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 
+use super::slot_streams::WAITERS_MEMORY_US;
 use super::timeline::Micros;
 use crate::protocol::AcquireResponse;
 
@@ -41,6 +42,9 @@ struct Claim {
 pub(crate) struct SlotClaims {
     claims: HashMap<u64, Claim>,
     last_id: u64,
+    /// A client that shows no claim (an older one) was refused a slot
+    /// holding none, and counts as waiting until about this time.
+    unclaimed_waiting_until: Micros,
 }
 
 /// One client's share of the slots while others want more than they hold.
@@ -67,17 +71,24 @@ pub(crate) struct ClaimAnswer {
     pub share: Option<Share>,
     /// The slots it holds after this grant.
     pub holds: u64,
+    /// A client that shows no claim waits with none.
+    pub unclaimed_waiting: bool,
 }
 
 impl ClaimAnswer {
-    /// Others want more than they hold: it keeps its share. Else it keeps
-    /// what it holds, whoever else waits with none.
+    /// Others want more than they hold: it keeps its share. An older
+    /// client waits with none: it keeps none through chain ends, as older
+    /// clients do. Else it keeps what it holds.
     pub fn write(&self, response: &mut AcquireResponse) {
         let share = self.share.filter(|s| s.others_short);
         response.slot_claim = Some(self.claim);
-        response.slot_waiters = share.is_some();
+        response.slot_waiters = share.is_some() || self.unclaimed_waiting;
         response.slot_share = Some(share.map_or(self.holds, |s| s.most));
-        response.slot_keep = Some(share.map_or(self.holds, |s| s.keep));
+        response.slot_keep = Some(match share {
+            Some(share) => share.keep,
+            None if self.unclaimed_waiting => 0,
+            None => self.holds,
+        });
     }
 }
 
@@ -137,6 +148,18 @@ impl SlotClaims {
             others_short: others.iter().any(|c| c.holds < c.wants.min(top)),
             others_under_keep: others.iter().any(|c| c.holds < c.wants.min(level)),
         })
+    }
+
+    /// A client that shows no claim was refused a slot holding none.
+    pub fn unclaimed_refused(&mut self, now: Micros) {
+        self.unclaimed_waiting_until = now.saturating_add(WAITERS_MEMORY_US);
+    }
+
+    /// Whether a client that shows no claim waits for a slot: it counts
+    /// no share, so clients that do give back every chain that ran its
+    /// length, as older clients do for it.
+    pub fn unclaimed_waiting(&self, now: Micros) -> bool {
+        now < self.unclaimed_waiting_until
     }
 
     fn forget_stale(&mut self, now: Micros) {

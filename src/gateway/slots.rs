@@ -202,6 +202,7 @@ impl Bucket {
         // hold less than theirs; an older client none while anyone waits.
         let keep = match (claim, share) {
             (Some(_), Some(share)) if share.others_short => share.keep,
+            (Some(_), _) if self.leases.streams.claims.unclaimed_waiting(now) => 0,
             (Some(_), _) => holds,
             (None, _) if contended => 0,
             (None, _) => holds,
@@ -255,6 +256,9 @@ impl Bucket {
         // and wants more is served by its own, and is no reason to rotate.
         if granted == 0 && wanted > 0 && kept.is_empty() {
             self.leases.streams.refused(now);
+            if claim.is_none() {
+                self.leases.streams.claims.unclaimed_refused(now);
+            }
         }
         if let Some(id) = claim {
             let claims = &mut self.leases.streams.claims;
@@ -293,6 +297,7 @@ impl Bucket {
             claim,
             share,
             holds: (kept.len() + new.len()) as u64,
+            unclaimed_waiting: self.leases.streams.claims.unclaimed_waiting(now),
         });
         SlotGrant {
             kept,

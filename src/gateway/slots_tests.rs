@@ -265,3 +265,25 @@ fn ids_that_are_no_live_lease_start_no_chain_bug_made_up_ids_grew_the_table() {
         b.leases.streams.chains.len()
     );
 }
+
+#[test]
+fn an_older_client_waiting_with_none_takes_chains_back_from_clients_with_claims() {
+    let (mut ids, mut b) = (ids(), bucket(20, 2));
+    let (a, held) = ask(&mut b, &mut ids, 0, &[], 2, 0);
+    let late = MAX_CHAIN_US;
+    let older = b.hand_slots(
+        &[],
+        1,
+        false,
+        false,
+        None,
+        late,
+        late,
+        HORIZON,
+        TTL,
+        &mut ids,
+    );
+    assert!(older.new.is_empty());
+    let (_, after) = ask(&mut b, &mut ids, a, &held, 0, late + 1);
+    assert!(after.is_empty(), "both chains ran their length: {after:?}");
+}

@@ -10,8 +10,6 @@
 //! an isolate holding four of ten slots and one holding one look alike:
 //! neither waits, and nothing moves them towards two and a half each.
 
-use std::collections::HashMap;
-
 use super::slot_streams::WAITERS_MEMORY_US;
 use super::timeline::Micros;
 use crate::protocol::AcquireResponse;
@@ -40,7 +38,8 @@ struct Claim {
 /// splits the slots among those it has heard.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct SlotClaims {
-    claims: HashMap<u64, Claim>,
+    /// By claim id; a few, one per client keeping slots.
+    claims: Vec<(u64, Claim)>,
     last_id: u64,
     /// A client that shows no claim (an older one) was refused a slot
     /// holding none, and counts as waiting until about this time.
@@ -96,14 +95,14 @@ impl SlotClaims {
     /// The claim a client showed if the bucket knows it, else a new one
     /// (a client showing none, `0`, or one forgotten).
     pub fn claim(&mut self, shown: u64, now: Micros) -> u64 {
-        if shown != 0 && self.claims.contains_key(&shown) {
+        if shown != 0 && self.claims.iter().any(|&(id, _)| id == shown) {
             return shown;
         }
         self.forget_stale(now);
         if self.claims.len() >= MAX_CLAIMS {
-            let oldest = self.claims.iter().min_by_key(|(id, c)| (c.seen, **id));
-            if let Some((&id, _)) = oldest {
-                self.claims.remove(&id);
+            let oldest = (0..self.claims.len()).min_by_key(|&i| self.claims[i].1.seen);
+            if let Some(i) = oldest {
+                self.claims.swap_remove(i);
             }
         }
         self.last_id += 1;
@@ -112,41 +111,36 @@ impl SlotClaims {
 
     /// What the client of claim `id` holds and wants, as of now.
     pub fn heard(&mut self, id: u64, holds: u64, wants: u64, now: Micros) {
-        let wants = wants.max(holds);
-        self.claims.insert(
-            id,
-            Claim {
-                holds,
-                wants,
-                seen: now,
-            },
-        );
+        let claim = Claim {
+            holds,
+            wants: wants.max(holds),
+            seen: now,
+        };
+        match self.claims.iter_mut().find(|(known, _)| *known == id) {
+            Some((_, known)) => *known = claim,
+            None => self.claims.push((id, claim)),
+        }
     }
 
     /// The share of claim `id`, with `max` slots, were it to hold `holds`
     /// and want `wants`; `None` while every claim can have all it wants.
     pub fn share(&self, id: u64, holds: u64, wants: u64, max: u64, now: Micros) -> Option<Share> {
-        let mut others: Vec<Claim> = self
-            .claims
-            .iter()
-            .filter(|&(&other, c)| other != id && c.seen.saturating_add(CLAIM_MEMORY_US) > now)
-            .map(|(_, c)| *c)
-            .collect();
-        let me = Claim {
-            holds,
-            wants: wants.max(holds),
-            seen: now,
+        let wants = wants.max(holds);
+        let others = || {
+            self.claims
+                .iter()
+                .filter(move |&&(other, c)| {
+                    other != id && c.seen.saturating_add(CLAIM_MEMORY_US) > now
+                })
+                .map(|&(_, c)| c)
         };
-        others.push(me);
-        let (level, odd) = even_level(&mut others, max)?;
-        others.pop();
+        let (level, odd) = even_level(|| others().map(|c| c.wants).chain([wants]), max)?;
         let top = level + u64::from(odd);
-        let keep = me.wants.min(level);
         Some(Share {
-            most: me.wants.min(top),
-            keep,
-            others_short: others.iter().any(|c| c.holds < c.wants.min(top)),
-            others_under_keep: others.iter().any(|c| c.holds < c.wants.min(level)),
+            most: wants.min(top),
+            keep: wants.min(level),
+            others_short: others().any(|c| c.holds < c.wants.min(top)),
+            others_under_keep: others().any(|c| c.holds < c.wants.min(level)),
         })
     }
 
@@ -164,26 +158,35 @@ impl SlotClaims {
 
     fn forget_stale(&mut self, now: Micros) {
         self.claims
-            .retain(|_, c| c.seen.saturating_add(CLAIM_MEMORY_US) > now);
+            .retain(|(_, c)| c.seen.saturating_add(CLAIM_MEMORY_US) > now);
     }
 }
 
-/// The max-min fair level of `max` slots among `claims` (sorted here by
-/// what they want): each gets what it wants up to the level. `None` when
-/// all want no more than there are; else the level and whether slots are
-/// left over at it (fewer than the claims still above it).
-fn even_level(claims: &mut [Claim], max: u64) -> Option<(u64, bool)> {
-    claims.sort_unstable_by_key(|c| c.wants);
-    let mut left = max;
-    for (i, c) in claims.iter().enumerate() {
-        let above = (claims.len() - i) as u64;
-        let even = left / above;
-        if c.wants > even {
-            return Some((even, left % above > 0));
-        }
-        left -= c.wants;
+/// The max-min fair level of `max` slots among clients that want
+/// `wants()`: each gets what it wants up to the level, the highest at which
+/// they take no more than there are. `None` when all want no more than
+/// there are; else the level and whether slots are left over at it (fewer
+/// than the clients that want more).
+fn even_level<I: Iterator<Item = u64>>(wants: impl Fn() -> I, max: u64) -> Option<(u64, bool)> {
+    let taken = |level: u64| {
+        wants()
+            .map(|w| w.min(level))
+            .fold(0u64, u64::saturating_add)
+    };
+    if wants().fold(0u64, u64::saturating_add) <= max {
+        return None;
     }
-    None
+    // The level is under `max + 1`: a client granted more would take more
+    // than there are.
+    let (mut fits, mut over) = (0, max + 1);
+    while over - fits > 1 {
+        let mid = fits + (over - fits) / 2;
+        match taken(mid) <= max {
+            true => fits = mid,
+            false => over = mid,
+        }
+    }
+    Some((fits, taken(fits) < max))
 }
 
 #[cfg(test)]

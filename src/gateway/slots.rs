@@ -209,18 +209,20 @@ impl Bucket {
         };
         // The chains that end: the oldest of those that ran their length.
         let ran_out = |started: Micros| now.saturating_sub(started) >= MAX_CHAIN_US;
-        let mut by_age: Vec<(Micros, LeaseId)> = live
-            .iter()
-            .filter(|&&(started, _, _)| ran_out(started))
-            .map(|&(started, id, _)| (started, id))
-            .collect();
-        by_age.sort_unstable();
-        by_age.truncate(holds.saturating_sub(keep) as usize);
+        let mut ending: Vec<LeaseId> = Vec::new();
+        for _ in keep..holds {
+            let oldest = live
+                .iter()
+                .filter(|&&(started, id, _)| ran_out(started) && !ending.contains(&id))
+                .min_by_key(|&&(started, id, _)| (started, id));
+            match oldest {
+                Some(&(_, id, _)) => ending.push(id),
+                None => break,
+            }
+        }
         let mut kept = Vec::new();
         for (started, id, text) in live {
-            if by_age.iter().any(|&(_, ending)| ending == id)
-                || !self.leases.renew(id, now, lease_ttl)
-            {
+            if ending.contains(&id) || !self.leases.renew(id, now, lease_ttl) {
                 continue;
             }
             if ran_out(started) && claim.is_some() {

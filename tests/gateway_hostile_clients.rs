@@ -299,3 +299,34 @@ fn loose_numbers_out_of_range_gateway_options_are_refused() {
         assert!(e.message.starts_with(says), "{}", e.message);
     }
 }
+
+/// Slot claims are numbers a client echoes: one of the wrong type or out
+/// of range is refused before anything changes, and one the gateway never
+/// gave (a guess, or one it forgot) is answered with a claim of its own.
+#[test]
+fn slot_claims_out_of_range_are_refused_and_unknown_ones_replaced() {
+    let mut g = GatewayCore::new(GatewayConfig::default(), 1).unwrap();
+    let rules = r#"[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":4}]"#;
+    let ask = |claim: &str| {
+        format!(
+            r#"{{"bucketId":"b","rules":{rules},"requested":1,"slotsWanted":2,"slotClaim":{claim}}}"#
+        )
+    };
+    let (status, first) = post(&mut g, "/v1/rate/acquire", &ask("0"), T0);
+    assert_eq!(status, 200, "{first}");
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    let claim = first["slotClaim"]
+        .as_u64()
+        .expect("a claim for a client that takes them");
+    let before = g.snapshot();
+    for bad in ["-1", "1.5", "\"7\"", "9007199254740993"] {
+        let (status, answer) = post(&mut g, "/v1/rate/acquire", &ask(bad), T0 + 1);
+        assert_eq!(status, 400, "slotClaim {bad}: {answer}");
+        assert!(answer.contains("slotClaim"), "{answer}");
+    }
+    assert_eq!(g.snapshot(), before);
+    let (_, guessed) = post(&mut g, "/v1/rate/acquire", &ask("123456"), T0 + 2);
+    let guessed: serde_json::Value = serde_json::from_str(&guessed).unwrap();
+    let given = guessed["slotClaim"].as_u64().unwrap();
+    assert!(given != 123_456 && given != claim, "{guessed}");
+}

@@ -1,26 +1,39 @@
-// A concurrency-bound rule in real time through the JS API: 8 isolates
-// (`GatewayRateState`s) x 4 callers looping, the rule {20/s,
-// maxConcurrency 5}, the gateway a `GatewayCore` behind `fetchPort` with
-// 10 ms each way, each call held 300 ms at a stand-in provider that counts
-// how many it holds at once. The slots bind at 5 / 0.3 s = 16.7 calls/s.
-// Runs the fleet twice, one lease per permit (the default) and with kept
-// leases, and reports for each calls per second beside that bound, gateway
-// round trips per call, the most calls the provider held at once, the
-// densest second, and each isolate's share.
+// A concurrency-bound rule in real time through the JS API: isolates
+// (`GatewayRateState`s) with callers looping, the gateway a `GatewayCore`
+// behind `fetchPort` with 10 ms each way, each call held at a stand-in
+// provider that counts how many it holds at once. Two shapes:
+// - `8x4` (the default): 8 isolates x 4 callers, {20/s, maxConcurrency 5},
+//   calls of 300 ms: the slots bind at 5 / 0.3 s = 16.7 calls/s, one or no
+//   slot per isolate;
+// - `10-slots`: 4 isolates x 4 callers, {20/s, maxConcurrency 10}, calls
+//   of 1 s: the slots bind at 10 calls/s, two and a half per isolate.
+// Runs the fleet twice, one lease per permit and with kept leases (the
+// default), and reports for each calls per second beside that bound,
+// gateway round trips per call, the most calls the provider held at once,
+// the densest second, and how far the isolate with the share furthest from
+// an equal one is from it.
 //
-//   node js/scripts/build.mjs && node js/bench/slots-realtime.mjs [seconds]
+//   node js/scripts/build.mjs && node js/bench/slots-realtime.mjs [seconds] [8x4|10-slots]
 import { densestWindow } from "../lib/metrics.mjs";
 import { paceline } from "../lib/node-package.mjs";
 
 const { GatewayCore, GatewayRateState, fetchPort, handleGatewayRequest } = paceline;
 
-const ONE_WAY_MS = 10;
-const HOLD_MS = 300;
-const ISOLATES = 8;
-const CALLERS = 4;
-const RULES = [{ requestsPerWindow: 20, windowMs: 1000, maxConcurrency: 5 }];
-const BOUND = 5 / (HOLD_MS / 1000);
+const SHAPES = {
+  "8x4": { isolates: 8, callers: 4, holdMs: 300, maxConcurrency: 5 },
+  "10-slots": { isolates: 4, callers: 4, holdMs: 1000, maxConcurrency: 10 },
+};
 const SECONDS = Number(process.argv[2] ?? 30);
+const shape = SHAPES[process.argv[3] ?? "8x4"];
+if (!shape) throw new Error(`unknown shape "${process.argv[3]}"; known: ${Object.keys(SHAPES).join(", ")}`);
+
+const ONE_WAY_MS = 10;
+const HOLD_MS = shape.holdMs;
+const ISOLATES = shape.isolates;
+const CALLERS = shape.callers;
+const MAX = shape.maxConcurrency;
+const RULES = [{ requestsPerWindow: 20, windowMs: 1000, maxConcurrency: MAX }];
+const BOUND = MAX / (HOLD_MS / 1000);
 const WARMUP_MS = 3000;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -70,7 +83,7 @@ async function run(keepLeases) {
   const mean = shares.reduce((a, b) => a + b, 0) / ISOLATES;
   const spread = Math.max(...shares.map((n) => Math.abs(n / mean - 1)));
   const mode = keepLeases ? "kept leases (default)" : "one lease per permit (`keepLeases: false`)";
-  return `| ${mode} | ${rate.toFixed(1)} | ${((100 * rate) / BOUND).toFixed(1)}% of ${BOUND.toFixed(1)} | ${(trips / dispatches.length).toFixed(3)} | ${provider.most} of 5 | ${densestWindow(dispatches, 1000)} of 20 | ${(100 * spread).toFixed(0)}% |`;
+  return `| ${mode} | ${rate.toFixed(1)} | ${((100 * rate) / BOUND).toFixed(1)}% of ${BOUND.toFixed(1)} | ${(trips / dispatches.length).toFixed(3)} | ${provider.most} of ${MAX} | ${densestWindow(dispatches, 1000)} of 20 | ${(100 * spread).toFixed(0)}% |`;
 }
 
 const rows = [];

@@ -8,9 +8,10 @@ use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool,
-    per_request_state, provider_outage, ramp, rate_bound_slots, saturated, shape_figures,
-    slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
-    LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SLOT_BOUND_RPS,
+    per_request_state, provider_outage, ramp, rate_bound_slots, rising_limit, saturated,
+    shape_figures, slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS,
+    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
+    SLOT_BOUND_RPS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -312,6 +313,31 @@ fn under_a_hidden_limit_429s_stay_rare_and_throughput_stays_near_it_then_recover
         );
         assert_eq!(r.windows_over(20, 1_000), 0);
     }
+}
+
+/// Bug: peer scenario b's shape (8 calls a second, then 20, no headers)
+/// at the gateway's default horizon. The overshoot that found the limit of
+/// 8 ran at 15.7 a second, and the probe's leash let go (the limit rose)
+/// only for a step accepted clearly past that: a limit that rose to 20 was
+/// climbed a doubling share at a time, a step every two seconds (8.3, 9.1,
+/// 10.9, 15.3/s), and the fleet took 7 s to reach the rule. A step accepted
+/// clearly past the plateau read now lets it go: the second step does.
+#[test]
+fn a_limit_that_rises_past_a_plateau_read_is_climbed_in_two_steps_bug_the_leash_waited_for_the_overshoot_s_rate(
+) {
+    let r = run_fleet(&rising_limit(1_000));
+    let rise = RISING_LIMIT_AT_MS;
+    let per_second: Vec<usize> = (rise / 1_000..2 * rise / 1_000)
+        .map(|s| r.accepted_between(s * 1_000, (s + 1) * 1_000))
+        .collect();
+    let after = accepted_rps(&r, rise + 4_000, 2 * rise);
+    assert!(
+        after >= 19.0,
+        "{after:.2}/s from 4 s after the rise; per second: {per_second:?}"
+    );
+    let low = accepted_rps(&r, 0, rise);
+    assert!(low >= 0.85 * 8.0, "{low:.2}/s of 8 before the rise");
+    assert_eq!(r.windows_over(20, 1_000), 0);
 }
 
 #[test]

@@ -325,7 +325,8 @@ impl AdaptiveRate {
     /// came; ends a pause whose probe matured.
     pub fn credit(&mut self, now: Micros, last_grant: Option<Micros>) {
         let ripe = now.saturating_sub(MATURITY_US);
-        self.leash.matured(ripe);
+        let plateau = self.curve.as_ref().map_or(f64::INFINITY, |c| c.w_max);
+        self.leash.matured(ripe, plateau);
         if let Some(p) = &self.pause {
             if p.probe_at.is_some_and(|at| at <= ripe) {
                 self.pause = None;

@@ -8,10 +8,13 @@
 //! share of the highest rate whose first permit matured without a 429, and
 //! doubles the share with each step the provider accepts: a probe past an
 //! unchanged limit overshoots by a few percent. A step accepted clearly past
-//! the rate refused at the last cut (a first step's share past it: a step
+//! the limit seen at the last cut (a first step's share past it: a step
 //! just past it may pass while the calls happen not to bunch) shows the
 //! limit rose, and the share goes straight to its largest, so a limit that
-//! rose is found in a few steps.
+//! rose is found in a few steps. The limit seen is the rate refused, or a
+//! first step past the plateau held after the cut when that is lower: a
+//! cut to what the provider accepted (an overshoot at twice the limit, read
+//! as 8 a second) refused a rate no step would ever pass.
 
 use super::timeline::Micros;
 
@@ -31,7 +34,8 @@ pub(crate) struct Leash {
     /// Steps accepted since the last cut.
     pub steps: u32,
     /// The rate the provider refused at the last cut: a step accepted past
-    /// it shows the limit rose, and the leash lets go.
+    /// it (or past the plateau's first step, if lower) shows the limit
+    /// rose, and the leash lets go.
     pub refused: f64,
 }
 
@@ -63,13 +67,15 @@ impl Leash {
         }
     }
 
-    /// Permits dispatched up to `ripe` have had the time a 429 takes.
-    pub fn matured(&mut self, ripe: Micros) {
+    /// Permits dispatched up to `ripe` have had the time a 429 takes;
+    /// `plateau` is where the rate held, accepted, before the step.
+    pub fn matured(&mut self, ripe: Micros, plateau: f64) {
         if let Some((at, rate)) = self.trial {
             if at <= ripe {
                 self.accepted = self.accepted.max(rate);
                 self.trial = None;
-                self.steps = if rate > self.refused * (1.0 + FIRST_STEP) {
+                let limit_seen = self.refused.min(plateau * (1.0 + FIRST_STEP));
+                self.steps = if rate > limit_seen * (1.0 + FIRST_STEP) {
                     MAX_DOUBLINGS
                 } else {
                     self.steps.saturating_add(1)
@@ -94,15 +100,29 @@ mod tests {
         leash.reset(7.8, 8.4);
         assert!((leash.reach(7.8) - 7.8 * 1.05).abs() < 1e-9);
         leash.granted(10, 8.1);
-        leash.matured(9);
+        leash.matured(9, f64::INFINITY);
         assert_eq!(leash.steps, 0, "not yet matured");
-        leash.matured(10);
+        leash.matured(10, f64::INFINITY);
         assert!((leash.reach(7.8) - 8.1 * 1.1).abs() < 1e-9, "doubled");
         leash.granted(20, 8.6);
-        leash.matured(20);
+        leash.matured(20, f64::INFINITY);
         assert_eq!(leash.steps, 2, "8.6 is within a step of the 8.4 refused");
         leash.granted(30, 8.9);
-        leash.matured(30);
+        leash.matured(30, f64::INFINITY);
         assert_eq!(leash.steps, MAX_DOUBLINGS, "8.9 is clearly past it");
+    }
+
+    #[test]
+    fn after_a_cut_far_under_the_rate_refused_a_step_clearly_past_the_plateau_lets_go() {
+        let mut leash = Leash::default();
+        // An overshoot at 15.7 a second, cut to a reading of 8.
+        leash.reset(7.6, 15.7);
+        let plateau = 7.88;
+        leash.granted(10, plateau * (1.0 + FIRST_STEP));
+        leash.matured(10, plateau);
+        assert_eq!(leash.steps, 1, "a first step may pass by luck");
+        leash.granted(20, leash.reach(plateau));
+        leash.matured(20, plateau);
+        assert_eq!(leash.steps, MAX_DOUBLINGS, "the second is clearly past");
     }
 }

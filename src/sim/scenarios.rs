@@ -95,6 +95,18 @@ pub fn ten_slots_bind(horizon_ms: Millis) -> FleetConfig {
     c
 }
 
+/// Peer scenario b's shape: `rate_bound_slots`' fleet and rule against a
+/// provider that takes 8 calls a second for the first [`RISING_LIMIT_AT_MS`]
+/// and 20 after, for as long again, stating neither.
+pub fn rising_limit(horizon_ms: Millis) -> FleetConfig {
+    let mut c = rate_bound_slots(horizon_ms);
+    c.true_limit = vec![(0, 8), (RISING_LIMIT_AT_MS, 20)];
+    c.duration_ms = 2 * RISING_LIMIT_AT_MS;
+    c
+}
+
+pub const RISING_LIMIT_AT_MS: Millis = 10_000;
+
 /// Calls per second the slots of `slot_bound` allow.
 pub const SLOT_BOUND_RPS: f64 = 5.0 / 0.3;
 

@@ -18,7 +18,9 @@ use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
 #[path = "fleet/adaptive.rs"]
 mod adaptive;
-use adaptive::{demo_through_call_tool, demo_through_stalling_call_tool, hidden_limit_rises};
+use adaptive::{
+    demo_through_call_tool, demo_through_stalling_call_tool, hidden_limit_rises, rising_limit_rows,
+};
 
 fn row(
     scenario: &str,
@@ -207,6 +209,7 @@ fn main() {
             },
         );
         hidden_limit_rises(h);
+        rising_limit_rows(h);
         row(
             "gateway down 40-45 s, budget charged per call",
             h,

@@ -1,14 +1,15 @@
 //! The fleet benchmark's adaptive rows that run a scenario more than once
 //! or through its own runner: a hidden limit's rise at each of several
-//! seconds, and the demo's case through `callTool`.
+//! seconds, peer scenario b's shape, and the demo's case through
+//! `callTool`.
 
 use std::time::Instant;
 
-use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     accepted_rps, hidden_limit, overstated_rule_through_call_tool,
-    overstated_rule_through_stalling_call_tool, time_to_reach,
+    overstated_rule_through_stalling_call_tool, rising_limit, time_to_reach, RISING_LIMIT_AT_MS,
 };
+use paceline::sim::{run_fleet, FleetReport};
 
 /// The hidden limit's figures depend on where the last probe falls against
 /// the rise: the same scenario with the rise at each second from 56 to 64 s,
@@ -95,4 +96,58 @@ pub fn demo_through_stalling_call_tool() {
             start.elapsed().as_secs_f64() * 1e3,
         );
     }
+}
+
+/// Peer scenario b's figures from a run whose limit rises at `rise`: the
+/// share of 8/s accepted before it, of 20/s in the 10 s after, whether a
+/// 429 came in the last 2 s before it (the peer benchmark's "429s settle"
+/// asks for none there), and how long until 95% of 20/s.
+fn rising_limit_figures(r: &FleetReport, rise: u64) -> (f64, f64, bool, Option<u64>) {
+    (
+        accepted_rps(r, 0, rise) / 8.0,
+        accepted_rps(r, rise, rise + 10_000) / 20.0,
+        r.rejections.iter().any(|&t| t + 2_000 >= rise && t < rise),
+        time_to_reach(r, rise, 19.0),
+    )
+}
+
+/// Peer scenario b's shape (8/s, then 20/s, no headers) with the rise at
+/// 10 s, and the same with the rise at each half second of 8-12 s: where
+/// the probes fall against the rise decides most of the raised half.
+pub fn rising_limit_rows(horizon: u64) {
+    let start = Instant::now();
+    let r = run_fleet(&rising_limit(horizon));
+    let (low, raised, late_429, back) = rising_limit_figures(&r, RISING_LIMIT_AT_MS);
+    println!(
+        "| peer scenario b's shape: 4 x 4 callers, 8/s for 10 s, then 20/s | {horizon} | {} | {} | {} | {:.4} | low half {:.1}% of 8/s, raised half {:.1}% of 20/s; a 429 in the 2 s before the rise: {late_429}; back to 95% of 20/s in {} | {:.1} ms |",
+        r.dispatches.len(),
+        r.windows_over(20, 1_000),
+        r.rejections.len(),
+        r.round_trips_per_permit(),
+        low * 100.0,
+        raised * 100.0,
+        back.map_or("not within the run".into(), |ms| format!("{ms} ms")),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
+    let start = Instant::now();
+    let runs: Vec<_> = (0..9)
+        .map(|i| {
+            let rise = 8_000 + i * 500;
+            let mut config = rising_limit(horizon);
+            config.true_limit = vec![(0, 8), (rise, 20)];
+            config.duration_ms = rise + 10_000;
+            rising_limit_figures(&run_fleet(&config), rise)
+        })
+        .collect();
+    let n = runs.len() as f64;
+    let raised: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.1 * 100.0)).collect();
+    println!(
+        "| same, the rise at each half second of 8-12 s ({} runs) | {horizon} | | | | | low half mean {:.1}%; raised half mean {:.1}% ({}%); runs with no 429 in the 2 s before the rise: {} | {:.1} ms |",
+        runs.len(),
+        runs.iter().map(|r| r.0).sum::<f64>() / n * 100.0,
+        runs.iter().map(|r| r.1).sum::<f64>() / n * 100.0,
+        raised.join(", "),
+        runs.iter().filter(|r| !r.2).count(),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
 }

@@ -8,8 +8,8 @@ use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool,
-    per_request_state, provider_outage, ramp, rate_bound_slots, rising_limit, saturated,
-    shape_figures, slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS,
+    per_request_state, provider_outage, ramp, rate_bound_slots, rising_limit, rising_stated_limit,
+    saturated, shape_figures, slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS,
     FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
     SLOT_BOUND_RPS,
 };
@@ -337,6 +337,32 @@ fn a_limit_that_rises_past_a_plateau_read_is_climbed_in_two_steps_bug_the_leash_
     );
     let low = accepted_rps(&r, 0, rise);
     assert!(low >= 0.85 * 8.0, "{low:.2}/s of 8 before the rise");
+    assert_eq!(r.windows_over(20, 1_000), 0);
+}
+
+/// Bug: peer scenario c's shape (every answer states the limit in force,
+/// 8 a second, then 20) at the gateway's default horizon. A new stated
+/// limit goes to the gateway at once, a repeat rides on the isolate's next
+/// request: one isolate's answer stating 8, made before the rise, came in
+/// after another's stating 20, and the rate went back to 8 for half a
+/// second (89% of 20/s after the rise). A statement made before the one in
+/// force is stale.
+#[test]
+fn a_stated_limit_that_rose_is_not_undone_by_an_older_answer_bug_the_rate_fell_back_to_8() {
+    let r = run_fleet(&rising_stated_limit(1_000));
+    let rise = RISING_LIMIT_AT_MS;
+    let lifted = r
+        .effective_rps
+        .iter()
+        .position(|&(t, rps)| t >= rise && rps >= 19.0)
+        .expect("the stated 20 lifts the rate");
+    let lowest = r.effective_rps[lifted..]
+        .iter()
+        .map(|&(_, rps)| rps)
+        .fold(f64::INFINITY, f64::min);
+    assert!(lowest >= 19.0, "back down to {lowest:.2}/s after the rise");
+    let raised = accepted_rps(&r, rise, 2 * rise);
+    assert!(raised >= 0.92 * 20.0, "{raised:.2}/s of 20 after the rise");
     assert_eq!(r.windows_over(20, 1_000), 0);
 }
 

@@ -156,6 +156,11 @@ pub(crate) struct AdaptiveRate {
     pub cap: f64,
     /// A lower limit the provider stated, if any.
     pub stated: Option<f64>,
+    /// When the provider made the statement in force (gateway clock).
+    /// Answers reach the gateway out of order (an isolate's report rides
+    /// on its next request), so one made before it is stale. Not kept in a
+    /// snapshot: a restored rate takes the next statement as it comes.
+    pub stated_at: Micros,
     /// `None` until the first cut, and again once the rate climbs back past
     /// the cap.
     pub curve: Option<Curve>,
@@ -202,6 +207,7 @@ impl AdaptiveRate {
         AdaptiveRate {
             cap,
             stated: None,
+            stated_at: 0,
             curve: None,
             memory: None,
             trust_us: 0,
@@ -301,7 +307,13 @@ impl AdaptiveRate {
     /// a higher statement withdraws an earlier lower one, and with it a cut
     /// made under that one: the provider says it takes more now, which
     /// 429s would otherwise take a probe at a time to find.
-    pub fn state_limit(&mut self, rps: f64) {
+    /// A statement made (`observed_at`) before the one in force is stale
+    /// and changes nothing.
+    pub fn state_limit(&mut self, rps: f64, observed_at: Micros) {
+        if observed_at < self.stated_at {
+            return;
+        }
+        self.stated_at = observed_at;
         if self.stated.is_some_and(|old| rps > old) && self.pause.is_none() {
             self.curve = None;
         }

@@ -107,6 +107,14 @@ pub fn rising_limit(horizon_ms: Millis) -> FleetConfig {
 
 pub const RISING_LIMIT_AT_MS: Millis = 10_000;
 
+/// Peer scenario c's shape: [`rising_limit`] with every answer stating the
+/// limit in force.
+pub fn rising_stated_limit(horizon_ms: Millis) -> FleetConfig {
+    let mut c = rising_limit(horizon_ms);
+    c.provider = ProviderModel::StatedLimit;
+    c
+}
+
 /// Calls per second the slots of `slot_bound` allow.
 pub const SLOT_BOUND_RPS: f64 = 5.0 / 0.3;
 

@@ -288,24 +288,6 @@ fn a_stated_limit_that_rises_lifts_a_cut_made_under_the_lower_one_and_a_repeat_d
     assert!(!a.is_reduced());
 }
 
-/// Bug: answers reach the gateway out of order (an isolate's report of a
-/// stated limit rides on its next request, while a new limit goes at
-/// once), so right after peer scenario c's limit rose from 8 to 20 one
-/// isolate's older answer stating 8 came in after another's stating 20,
-/// and the rate went back to 8 for half a second. A statement made before
-/// the one in force changes nothing.
-#[test]
-fn a_stated_limit_made_before_the_one_in_force_is_stale_bug_an_older_8_undid_a_newer_20() {
-    let mut a = AdaptiveRate::new(20.0);
-    a.state_limit(8.0, S);
-    a.state_limit(20.0, 3 * S);
-    a.state_limit(8.0, 2 * S);
-    assert_eq!(a.rate(), 20.0, "the 8 was said before the 20");
-    assert!(!a.is_reduced());
-    a.state_limit(8.0, 4 * S);
-    assert_eq!(a.rate(), 8.0, "a newer 8 stands");
-}
-
 #[test]
 fn a_429_with_a_reading_cuts_to_what_the_provider_accepted_without_stopping_the_fleet() {
     let mut a = AdaptiveRate::new(20.0);

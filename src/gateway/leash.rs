@@ -8,18 +8,22 @@
 //! share of the highest rate whose first permit matured without a 429, and
 //! doubles the share with each step the provider accepts: a probe past an
 //! unchanged limit overshoots by a few percent. A step accepted clearly past
-//! the limit seen at the last cut (a first step's share past it: a step
-//! just past it may pass while the calls happen not to bunch) shows the
-//! limit rose, and the share goes straight to its largest, so a limit that
-//! rose is found in a few steps. The limit seen is the rate refused, or a
-//! first step past the plateau held after the cut when that is lower: a
-//! cut to what the provider accepted (an overshoot at twice the limit, read
-//! as 8 a second) refused a rate no step would ever pass.
+//! the rate refused at the last cut (a first step's share past it: a step
+//! just past it may pass while the calls happen not to bunch), or a whole
+//! first step past the plateau held since, shows the limit rose, and the
+//! share goes straight to its largest, so a limit that rose is found in
+//! one step. The plateau sits just under the limit the cut found, so a
+//! whole step past it, held for the window a step matures in, meets that
+//! limit; after a cut to what the provider accepted (an overshoot at twice
+//! the limit, read as 8 a second) the rate refused is one no step would
+//! ever pass.
 
 use super::timeline::Micros;
 
 /// The first step above the accepted rate, as a share of it.
 pub(crate) const FIRST_STEP: f64 = 0.05;
+/// The share of a first step that counts as the whole of it.
+const WHOLE_STEP: f64 = 0.99;
 /// Steps past this many accepted ones no longer double.
 const MAX_DOUBLINGS: u32 = 5;
 
@@ -74,8 +78,10 @@ impl Leash {
             if at <= ripe {
                 self.accepted = self.accepted.max(rate);
                 self.trial = None;
-                let limit_seen = self.refused.min(plateau * (1.0 + FIRST_STEP));
-                self.steps = if rate > limit_seen * (1.0 + FIRST_STEP) {
+                let past_refused = rate > self.refused * (1.0 + FIRST_STEP);
+                // A whole first step (but for rounding) past the plateau.
+                let past_plateau = rate >= plateau * (1.0 + WHOLE_STEP * FIRST_STEP);
+                self.steps = if past_refused || past_plateau {
                     MAX_DOUBLINGS
                 } else {
                     self.steps.saturating_add(1)
@@ -113,16 +119,16 @@ mod tests {
     }
 
     #[test]
-    fn after_a_cut_far_under_the_rate_refused_a_step_clearly_past_the_plateau_lets_go() {
+    fn after_a_cut_far_under_the_rate_refused_a_whole_first_step_past_the_plateau_lets_go() {
         let mut leash = Leash::default();
         // An overshoot at 15.7 a second, cut to a reading of 8.
         leash.reset(7.6, 15.7);
         let plateau = 7.88;
-        leash.granted(10, plateau * (1.0 + FIRST_STEP));
+        leash.granted(10, plateau * (1.0 + FIRST_STEP / 2.0));
         leash.matured(10, plateau);
-        assert_eq!(leash.steps, 1, "a first step may pass by luck");
-        leash.granted(20, leash.reach(plateau));
+        assert_eq!(leash.steps, 1, "half a step is not past the limit");
+        leash.granted(20, plateau * (1.0 + FIRST_STEP));
         leash.matured(20, plateau);
-        assert_eq!(leash.steps, MAX_DOUBLINGS, "the second is clearly past");
+        assert_eq!(leash.steps, MAX_DOUBLINGS, "a whole step is");
     }
 }

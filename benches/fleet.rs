@@ -10,12 +10,17 @@ use paceline::sim::jitter::{at_the_edge, Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
     fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, overstated_rule,
-    overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool,
     per_request_state, provider_outage, ramp, rate_bound_slots, saturated, shape_figures,
     slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
     LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
+
+#[path = "fleet/adaptive.rs"]
+mod adaptive;
+use adaptive::{
+    demo_through_call_tool, demo_through_stalling_call_tool, hidden_limit_rises, rising_limit_rows,
+};
 
 fn row(
     scenario: &str,
@@ -94,93 +99,6 @@ fn shapes() {
     ];
     for (name, config) in &shapes {
         shape_row(name, config);
-    }
-}
-
-/// The hidden limit's figures depend on where the last probe falls against
-/// the rise: the same scenario with the rise at each second from 56 to 64 s,
-/// their means and worst.
-fn hidden_limit_rises(horizon: u64) {
-    let start = Instant::now();
-    let runs: Vec<(f64, f64, u64)> = (56..=64)
-        .map(|s| {
-            let rise = s * 1_000;
-            let mut config = hidden_limit(horizon);
-            config.true_limit = vec![(0, 8), (rise, 20)];
-            let r = run_fleet(&config);
-            (
-                r.rejection_share(5_000, rise),
-                accepted_rps(&r, 5_000, rise) / 8.0,
-                time_to_reach(&r, rise, 19.0).unwrap_or(u64::MAX),
-            )
-        })
-        .collect();
-    let n = runs.len() as f64;
-    let mean = |f: fn(&(f64, f64, u64)) -> f64| runs.iter().map(f).sum::<f64>() / n;
-    println!(
-        "| same, the rise at each second of 56-64 s ({} runs) | {horizon} | | | | | mean: 429s {:.2}%, throughput {:.1}%, back in {:.0} ms; worst: {:.2}%, {:.1}%, {} ms | {:.1} ms |",
-        runs.len(),
-        mean(|r| r.0) * 100.0,
-        mean(|r| r.1) * 100.0,
-        mean(|r| r.2 as f64),
-        runs.iter().map(|r| r.0).fold(0.0, f64::max) * 100.0,
-        runs.iter().map(|r| r.1).fold(1.0, f64::min) * 100.0,
-        runs.iter().map(|r| r.2).max().unwrap_or(0),
-        start.elapsed().as_secs_f64() * 1e3,
-    );
-}
-
-/// The demo's case through `callTool` (its own runner: the fleet's callers
-/// do not retry), at the gateway's default horizon, as the demo runs.
-fn demo_through_call_tool() {
-    let start = Instant::now();
-    let r = overstated_rule_through_call_tool(60_000);
-    let accepted: u64 = r.accepted_per_second.iter().sum();
-    let seconds = r.accepted_per_second.len() as f64;
-    println!(
-        "| rule 25/s, true limit 15/s, one isolate x 4 runs through callTool (the demo), 60 s | 1000 | {} | | {} | | accepted {:.1}% of 15/s; 429s {:.2}%; fewest accepted in a second {} (first 2 s: {:?}) | {:.1} ms |",
-        r.dispatched,
-        r.refused,
-        accepted as f64 / seconds / 15.0 * 100.0,
-        r.refused as f64 / r.dispatched as f64 * 100.0,
-        r.accepted_per_second.iter().min().copied().unwrap_or(0),
-        &r.accepted_per_second[..2],
-        start.elapsed().as_secs_f64() * 1e3,
-    );
-}
-
-/// The same on a host whose calls leave up to 20 or 50 ms after their
-/// permit's time (a busy machine's late timers), six seeds each: the demo
-/// run on a loaded machine. Not asserted: it shows what stalls cost.
-fn demo_through_stalling_call_tool() {
-    for max_stall_ms in [20, 50] {
-        let start = Instant::now();
-        let runs: Vec<_> = (1..=6)
-            .map(|seed| overstated_rule_through_stalling_call_tool(60_000, max_stall_ms, seed))
-            .collect();
-        let accepted: Vec<String> = runs
-            .iter()
-            .map(|r| {
-                let total: u64 = r.accepted_per_second.iter().sum();
-                let rate = total as f64 / r.accepted_per_second.len() as f64;
-                format!("{:.1}", rate / 15.0 * 100.0)
-            })
-            .collect();
-        let refused: Vec<String> = runs
-            .iter()
-            .map(|r| format!("{:.2}", r.refused as f64 / r.dispatched as f64 * 100.0))
-            .collect();
-        let fewest = runs
-            .iter()
-            .filter_map(|r| r.accepted_per_second[2..].iter().min().copied())
-            .min()
-            .unwrap_or(0);
-        println!(
-            "| same, calls leave up to {max_stall_ms} ms late (6 seeds) | 1000 | | | | | accepted % of 15/s: {}; 429s %: {}; fewest accepted in a second after 2 s: {fewest} | {:.1} ms |",
-            accepted.join(", "),
-            refused.join(", "),
-            start.elapsed().as_secs_f64() * 1e3,
-        );
     }
 }
 
@@ -291,6 +209,7 @@ fn main() {
             },
         );
         hidden_limit_rises(h);
+        rising_limit_rows(h);
         row(
             "gateway down 40-45 s, budget charged per call",
             h,

@@ -193,6 +193,32 @@ fn a_stated_limit_under_the_rule_caps_the_rate_and_one_over_it_is_ignored() {
     assert!(times.windows(2).all(|w| w[1] - w[0] >= 40), "{times:?}");
 }
 
+/// Bug: answers reach the gateway out of order (an isolate's report of a
+/// stated limit rides on its next request, while a new limit goes at
+/// once), so right after peer scenario c's limit rose from 8 to 20 one
+/// isolate's older answer stating 8 came in after another's stating 20,
+/// and the rate went back to 8 for half a second. A statement made before
+/// the one in force changes nothing.
+#[test]
+fn a_stated_limit_made_before_the_one_in_force_is_stale_bug_an_older_8_undid_a_newer_20() {
+    let mut g = core();
+    let rules = [per_second(20)];
+    g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
+    let stated = |limit, at| QuotaReport {
+        limit: Some(limit),
+        window_ms: Some(1_000),
+        ..quota(at)
+    };
+    observe(&mut g, stated(8, T0), T0);
+    observe(&mut g, stated(20, T0 + 2_000), T0 + 2_010);
+    observe(&mut g, stated(8, T0 + 1_900), T0 + 2_050);
+    let after_stale = rate(&mut g, "org:p", T0 + 2_050);
+    assert_eq!(after_stale, 20.0, "the 8 was said before the 20");
+    observe(&mut g, stated(8, T0 + 2_100), T0 + 2_150);
+    let after_newer = rate(&mut g, "org:p", T0 + 2_150);
+    assert!(after_newer <= 8.0, "a newer 8 stands: {after_newer}");
+}
+
 #[test]
 fn a_spent_quota_books_the_timeline_past_its_reset_without_a_cut() {
     let mut g = core();

@@ -1,30 +1,16 @@
-//! The fleet simulation as a test: many isolates, one gateway, a provider
-//! with a hidden limit, on virtual time. Each test names the invariant it
-//! holds; `cargo bench --bench fleet` reports the same runs' figures.
+//! The fleet simulation as a test: many isolates, one gateway, one
+//! provider, on virtual time (its adaptive cases, a provider whose limit
+//! moves or is hidden, are in `fleet_adaptive.rs`). Each test names the
+//! invariant it holds; `cargo bench --bench fleet` reports the same runs'
+//! figures.
 
 use paceline::sim::jitter::Spread;
 use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
-    accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
-    fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
-    overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool,
-    per_request_state, provider_outage, ramp, rate_bound_slots, saturated, shape_figures,
-    slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
-    LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SLOT_BOUND_RPS,
+    bursty, churning, concurrency_with_deaths, gateway_outage, per_request_state, ramp,
+    rate_bound_slots, saturated, shape_figures, slot_bound, sparse, ten_slots_bind, DEATHS_AT_MS,
+    FLEET_HORIZON_MS, OUTAGE_MS, SLOT_BOUND_RPS,
 };
-
-/// Under a limit hidden at 40% of the rule: the 429 share after the first
-/// 5 s, the share of the hidden limit used over the same time, and how long
-/// the fleet takes to be back at 95% of the rule once the limit rises: the
-/// targets, at the gateway's default 1 s horizon and the 2 s fleet horizon.
-const HIDDEN_BY_HORIZON: [(u64, f64, f64, u64); 2] = [
-    (1_000, 0.02, 0.95, 15_000),
-    (FLEET_HORIZON_MS, 0.02, 0.95, 15_000),
-];
-/// Under a limit drifting as a sine between 30% and 100% of the rule: the
-/// 429 share and the share of the true limit used: the targets.
-const DRIFT_429_SHARE: f64 = 0.03;
-const DRIFT_UTILIZATION: f64 = 0.90;
 
 #[test]
 fn a_saturated_fleet_never_exceeds_the_limit_and_uses_all_of_it() {
@@ -317,29 +303,6 @@ fn dead_isolates_leases_never_let_more_than_max_concurrency_through_and_expire()
 }
 
 #[test]
-fn under_a_hidden_limit_429s_stay_rare_and_throughput_stays_near_it_then_recovers() {
-    for (horizon, max_share, min_used, max_recovery_ms) in HIDDEN_BY_HORIZON {
-        let r = run_fleet(&hidden_limit(horizon));
-        let share = r.rejection_share(5_000, LIMIT_RISES_AT_MS);
-        assert!(
-            share < max_share,
-            "horizon {horizon}: 429 share after 5 s: {share}"
-        );
-        let throughput = accepted_rps(&r, 5_000, LIMIT_RISES_AT_MS);
-        assert!(
-            throughput >= min_used * 8.0,
-            "horizon {horizon}: throughput {throughput} of a true 8/s"
-        );
-        let recovered = time_to_reach(&r, LIMIT_RISES_AT_MS, 0.95 * 20.0);
-        assert!(
-            recovered.is_some_and(|ms| ms <= max_recovery_ms),
-            "horizon {horizon}: recovered after {recovered:?} ms"
-        );
-        assert_eq!(r.windows_over(20, 1_000), 0);
-    }
-}
-
-#[test]
 fn a_gateway_outage_stops_dispatch_surfaces_unavailable_and_loses_no_budget_count() {
     let r = run_fleet(&gateway_outage(FLEET_HORIZON_MS));
     assert!(r.every_dispatch_had_a_reserved_time());
@@ -400,163 +363,10 @@ fn sparse_bursty_and_churning_fleets_keep_the_provider_within_the_rule_and_near_
 }
 
 #[test]
-fn a_provider_outage_is_a_pause_probed_once_per_cooldown_and_service_resumes_at_the_rule() {
-    // At the default 1 s horizon the target, 3 calls/s; at 2 s, permits
-    // other isolates were granted up to 2 s ahead before the first 429 still
-    // go out (a bound a little over what the simulation measures).
-    for (horizon, most) in [(1_000, 3.0), (FLEET_HORIZON_MS, 3.6)] {
-        let r = run_fleet(&provider_outage(horizon));
-        let (from, to) = PROVIDER_OUTAGE_MS;
-        let during = r.dispatches_between(from, to) as f64 * 1_000.0 / (to - from) as f64;
-        assert!(
-            during <= most,
-            "horizon {horizon}: {during} calls/s during the outage"
-        );
-        let back = time_to_reach(&r, to, 0.95 * 20.0);
-        assert!(
-            back.is_some_and(|ms| ms <= 10_000),
-            "horizon {horizon}: back to 95% of the rule after {back:?} ms"
-        );
-        assert_eq!(r.windows_over(20, 1_000), 0);
-    }
-}
-
-#[test]
 fn a_state_built_per_request_still_uses_nine_tenths_of_the_rule() {
     let config = per_request_state();
     let r = run_fleet(&config);
     let f = shape_figures(&config, &r);
     assert!(f.utilization >= 0.9, "{}", f.utilization);
     assert_eq!(r.windows_over(20, 1_000), 0);
-}
-
-#[test]
-fn a_fixed_window_provider_s_remaining_and_reset_headers_prevent_every_429() {
-    for horizon in [1_000, FLEET_HORIZON_MS] {
-        let r = run_fleet(&fixed_window_quota(horizon));
-        assert!(
-            r.rejections.is_empty(),
-            "horizon {horizon}: {} 429s",
-            r.rejections.len()
-        );
-        let utilization = accepted_rps(&r, 0, 120_000) / 20.0;
-        assert!(
-            utilization >= 0.97,
-            "horizon {horizon}: utilization {utilization} of the provider's 20/s"
-        );
-    }
-}
-
-#[test]
-fn a_drifting_limit_is_tracked_with_few_429s() {
-    for horizon in [1_000, FLEET_HORIZON_MS] {
-        let config = drifting_limit(horizon);
-        let r = run_fleet(&config);
-        let share = r.rejection_share(0, config.duration_ms);
-        assert!(
-            share < DRIFT_429_SHARE,
-            "horizon {horizon}: 429 share {share}"
-        );
-        let allowed: u64 = (0..config.duration_ms)
-            .step_by(1_000)
-            .map(drifting_limit_at)
-            .sum();
-        let used = r.accepted_between(0, config.duration_ms) as f64 / allowed as f64;
-        assert!(
-            used >= DRIFT_UTILIZATION,
-            "horizon {horizon}: {used} of the true limit"
-        );
-    }
-}
-
-#[test]
-fn random_429s_well_under_the_limit_do_not_cut_the_rate() {
-    for horizon in [1_000, FLEET_HORIZON_MS] {
-        let r = run_fleet(&noisy_provider(horizon));
-        assert!(!r.rejections.is_empty(), "the provider refused some calls");
-        let utilization = accepted_rps(&r, 10_000, 110_000) / 20.0;
-        assert!(
-            utilization >= 0.95,
-            "horizon {horizon}: utilization {utilization} of the rule"
-        );
-    }
-}
-
-/// Bug: a failed probe cut the rate a few percent, and the refused
-/// isolate thinned its cached block to the new spacing, which drops every
-/// other permit of a block granted just above it: an isolate that is the
-/// whole fleet (the demo's case, one isolate's four runs calling back to
-/// back through `callTool`, told 25 req/s by a provider that takes 15) sent
-/// half its calls for the rest of the block, 11 of 15 accepted in the
-/// second of each probe. A shallow cut keeps the permits due soon: past
-/// the rule's first overshoot, no second accepts under 13.
-#[test]
-fn a_failed_probe_does_not_halve_a_lone_isolate_s_block() {
-    let run = overstated_rule_through_call_tool(60_000);
-    let accepted = &run.accepted_per_second;
-    let total: u64 = accepted.iter().sum();
-    assert!(
-        accepted[2..].iter().all(|&n| n >= 13),
-        "a second accepted under 13 of 15: {accepted:?}"
-    );
-    assert!(
-        total as f64 >= 0.95 * 15.0 * accepted.len() as f64,
-        "accepted {total} in {} s: {accepted:?}",
-        accepted.len()
-    );
-    assert!(
-        run.refused as f64 <= 0.02 * run.dispatched as f64,
-        "{} 429s of {}",
-        run.refused,
-        run.dispatched
-    );
-}
-
-/// Bug: the overshoot that finds a limit (the demo's first second: 25 a
-/// second against a provider that takes 15 over a sliding second) sent
-/// every permit the runs had already drawn into the provider's full window.
-/// All four runs were refused within 0.12 s and each waited its own
-/// `Retry-After: 1`, so the second second accepted 5 of 15. The cut now
-/// answers with the time the window frees, and a permit drawn before the
-/// cut and due before then is not sent.
-#[test]
-fn permits_drawn_before_the_overshoot_s_cut_stay_out_of_the_full_window_bug_the_demo_s_second_second_took_5_of_15(
-) {
-    let run = overstated_rule_through_call_tool(6_000);
-    let accepted = &run.accepted_per_second;
-    assert!(
-        accepted.iter().all(|&n| n >= 13),
-        "a second accepted under 13 of 15: {accepted:?}"
-    );
-    let discovery = run.refused_at.iter().filter(|&&at| at < 1_000).count();
-    assert!(
-        discovery <= 2,
-        "{discovery} 429s in the first second: {:?}",
-        run.refused_at
-    );
-}
-
-/// Bug: on a host that sends its calls late (the demo on a loaded machine),
-/// the gateway's reading of what the provider took, a count of calls in
-/// one second, is often a call off. A step that followed a reading one
-/// call high (a failed probe read as a rising limit, or the overshoot that
-/// found the limit) set a plateau over the limit; the next 429 read one
-/// call lower, and that was taken for a falling limit and followed down a
-/// quarter: the demo accepted 10-12 of 15 for ten seconds (13.5 req/s over
-/// the run). A step after such a guess is not a trend: past the first two
-/// seconds, no two seconds in a row accept under 13.
-#[test]
-fn a_reading_one_call_off_is_not_a_falling_limit_bug_the_demo_sat_at_11_of_15() {
-    for (max_stall_ms, seed) in [(50, 3), (30, 10)] {
-        let run = overstated_rule_through_stalling_call_tool(60_000, max_stall_ms, seed);
-        let accepted = &run.accepted_per_second;
-        assert!(
-            accepted[2..].windows(2).all(|w| w[0] >= 13 || w[1] >= 13),
-            "stalls up to {max_stall_ms} ms, seed {seed}: two seconds in a row under 13: {accepted:?}"
-        );
-        assert!(
-            accepted[2..].iter().all(|&n| n >= 12),
-            "stalls up to {max_stall_ms} ms, seed {seed}: a second under 12: {accepted:?}"
-        );
-    }
 }

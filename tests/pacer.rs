@@ -291,6 +291,41 @@ fn penalize_drops_the_cached_block_so_the_cooldown_applies_to_the_next_call() {
     );
 }
 
+/// Bug: a cooldown learned from an acquire answer (another isolate's 429)
+/// dropped the permits cached in the isolate's block but not one a caller
+/// had already drawn and was waiting on: sent at its time, it reached a
+/// provider inside the cooldown. Only a cooldown answered to the isolate's
+/// own penalize was checked against drawn permits.
+#[test]
+fn a_permit_drawn_before_another_isolate_s_429_is_not_sent_inside_its_cooldown() {
+    let rig = SimRig::new(0);
+    let (rt, first, second) = (rig.rt.clone(), rig.pacer(), rig.pacer());
+    let rules = rate(2);
+    let (p, r) = (first.clone(), rules.clone());
+    block_on(&rt, async move { drop(take(&p, &r, None).await.unwrap()) });
+    // The second isolate's caller draws the next permit, due 500 ms on.
+    let (p, r, rt2) = (second.clone(), rules.clone(), rt.clone());
+    let drawn = spawn(&rt, async move {
+        let _permit = take(&p, &r, None).await.unwrap();
+        rt2.now_ms() - T0
+    });
+    let (p, r, rt2, other) = (first.clone(), rules.clone(), rt.clone(), second.clone());
+    spawn(&rt, async move {
+        rt2.sleep(100).await;
+        // The first isolate's call is refused: the gateway's cooldown.
+        p.penalize(BUCKET, None, 2_000).await.unwrap();
+        rt2.sleep(100).await;
+        // The second isolate's next caller hears of it from the gateway.
+        drop(take(&other, &r, None).await.unwrap());
+    });
+    rt.run_to_completion();
+    let sent = drawn.borrow_mut().take().unwrap();
+    assert!(
+        sent >= 2_000,
+        "a permit drawn before the cooldown went out inside it at +{sent} ms"
+    );
+}
+
 #[test]
 fn a_failed_penalize_is_surfaced_to_its_caller() {
     let (rt, port, pacer) = setup(0);

@@ -242,13 +242,13 @@ fn an_uncut_rate_follows_the_cap_both_ways() {
 #[test]
 fn a_stated_limit_lowers_the_ceiling_and_a_higher_one_is_ignored() {
     let mut a = AdaptiveRate::new(20.0);
-    a.state_limit(15.0);
+    a.state_limit(15.0, S);
     assert_eq!(a.rate(), 15.0);
     assert!(a.is_reduced());
-    a.state_limit(50.0);
+    a.state_limit(50.0, 2 * S);
     assert_eq!(a.rate(), 20.0, "never above the rules");
-    a.cut(S, S, 0, None);
-    a.state_limit(18.0);
+    a.cut(3 * S, S, 0, None);
+    a.state_limit(18.0, 4 * S);
     assert!(
         close(a.rate(), 14.0),
         "a statement never lifts a cut: {}",
@@ -264,7 +264,7 @@ fn a_stated_limit_lowers_the_ceiling_and_a_higher_one_is_ignored() {
 #[test]
 fn a_429_at_a_stated_limit_steps_under_it_without_stopping_the_fleet() {
     let mut a = AdaptiveRate::new(20.0);
-    a.state_limit(8.0);
+    a.state_limit(8.0, S / 2);
     assert!(!a.cut(S, S, 0, None), "the fleet goes on");
     assert!(close(a.rate(), 8.0 * DRIFT_BETA), "{}", a.rate());
     run_for(&mut a, 2 * S, RECOVERY_S as u64);
@@ -278,12 +278,12 @@ fn a_429_at_a_stated_limit_steps_under_it_without_stopping_the_fleet() {
 #[test]
 fn a_stated_limit_that_rises_lifts_a_cut_made_under_the_lower_one_and_a_repeat_does_not() {
     let mut a = AdaptiveRate::new(20.0);
-    a.state_limit(8.0);
+    a.state_limit(8.0, S / 2);
     a.cut(S, S, 0, None);
     let cut = a.rate();
-    a.state_limit(8.0);
+    a.state_limit(8.0, 2 * S);
     assert!(close(a.rate(), cut), "the same word again: {}", a.rate());
-    a.state_limit(20.0);
+    a.state_limit(20.0, 3 * S);
     assert_eq!(a.rate(), 20.0, "the provider takes 20 now");
     assert!(!a.is_reduced());
 }

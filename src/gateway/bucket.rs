@@ -275,7 +275,10 @@ impl Bucket {
                     .map(|r| r.window_ms)
             });
             if let Some(window_ms) = window_ms {
-                adaptive.state_limit(limit as f64 * 1_000.0 / (window_ms + guard_ms) as f64);
+                adaptive.state_limit(
+                    limit as f64 * 1_000.0 / (window_ms + guard_ms) as f64,
+                    micros(report.observed_at_ms),
+                );
             }
         }
         if let (Some(remaining), Some(reset_at_ms)) = (report.remaining, report.reset_at_ms) {

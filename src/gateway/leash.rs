@@ -9,14 +9,21 @@
 //! doubles the share with each step the provider accepts: a probe past an
 //! unchanged limit overshoots by a few percent. A step accepted clearly past
 //! the rate refused at the last cut (a first step's share past it: a step
-//! just past it may pass while the calls happen not to bunch) shows the
-//! limit rose, and the share goes straight to its largest, so a limit that
-//! rose is found in a few steps.
+//! just past it may pass while the calls happen not to bunch), or a whole
+//! first step past the plateau held since, shows the limit rose, and the
+//! share goes straight to its largest, so a limit that rose is found in
+//! one step. The plateau sits just under the limit the cut found, so a
+//! whole step past it, held for the window a step matures in, meets that
+//! limit; after a cut to what the provider accepted (an overshoot at twice
+//! the limit, read as 8 a second) the rate refused is one no step would
+//! ever pass.
 
 use super::timeline::Micros;
 
 /// The first step above the accepted rate, as a share of it.
 pub(crate) const FIRST_STEP: f64 = 0.05;
+/// The share of a first step that counts as the whole of it.
+const WHOLE_STEP: f64 = 0.99;
 /// Steps past this many accepted ones no longer double.
 const MAX_DOUBLINGS: u32 = 5;
 
@@ -31,7 +38,8 @@ pub(crate) struct Leash {
     /// Steps accepted since the last cut.
     pub steps: u32,
     /// The rate the provider refused at the last cut: a step accepted past
-    /// it shows the limit rose, and the leash lets go.
+    /// it (or past the plateau's first step, if lower) shows the limit
+    /// rose, and the leash lets go.
     pub refused: f64,
 }
 
@@ -63,13 +71,17 @@ impl Leash {
         }
     }
 
-    /// Permits dispatched up to `ripe` have had the time a 429 takes.
-    pub fn matured(&mut self, ripe: Micros) {
+    /// Permits dispatched up to `ripe` have had the time a 429 takes;
+    /// `plateau` is where the rate held, accepted, before the step.
+    pub fn matured(&mut self, ripe: Micros, plateau: f64) {
         if let Some((at, rate)) = self.trial {
             if at <= ripe {
                 self.accepted = self.accepted.max(rate);
                 self.trial = None;
-                self.steps = if rate > self.refused * (1.0 + FIRST_STEP) {
+                let past_refused = rate > self.refused * (1.0 + FIRST_STEP);
+                // A whole first step (but for rounding) past the plateau.
+                let past_plateau = rate >= plateau * (1.0 + WHOLE_STEP * FIRST_STEP);
+                self.steps = if past_refused || past_plateau {
                     MAX_DOUBLINGS
                 } else {
                     self.steps.saturating_add(1)
@@ -94,15 +106,29 @@ mod tests {
         leash.reset(7.8, 8.4);
         assert!((leash.reach(7.8) - 7.8 * 1.05).abs() < 1e-9);
         leash.granted(10, 8.1);
-        leash.matured(9);
+        leash.matured(9, f64::INFINITY);
         assert_eq!(leash.steps, 0, "not yet matured");
-        leash.matured(10);
+        leash.matured(10, f64::INFINITY);
         assert!((leash.reach(7.8) - 8.1 * 1.1).abs() < 1e-9, "doubled");
         leash.granted(20, 8.6);
-        leash.matured(20);
+        leash.matured(20, f64::INFINITY);
         assert_eq!(leash.steps, 2, "8.6 is within a step of the 8.4 refused");
         leash.granted(30, 8.9);
-        leash.matured(30);
+        leash.matured(30, f64::INFINITY);
         assert_eq!(leash.steps, MAX_DOUBLINGS, "8.9 is clearly past it");
+    }
+
+    #[test]
+    fn after_a_cut_far_under_the_rate_refused_a_whole_first_step_past_the_plateau_lets_go() {
+        let mut leash = Leash::default();
+        // An overshoot at 15.7 a second, cut to a reading of 8.
+        leash.reset(7.6, 15.7);
+        let plateau = 7.88;
+        leash.granted(10, plateau * (1.0 + FIRST_STEP / 2.0));
+        leash.matured(10, plateau);
+        assert_eq!(leash.steps, 1, "half a step is not past the limit");
+        leash.granted(20, plateau * (1.0 + FIRST_STEP));
+        leash.matured(20, plateau);
+        assert_eq!(leash.steps, MAX_DOUBLINGS, "a whole step is");
     }
 }

@@ -37,15 +37,8 @@ const SHIFTS: Micros = 3;
 /// targets; 50, 75 and 150 ms moved the hidden-limit scenario's probes
 /// so that it missed one (its figures hang on where its last probe falls).
 const LATE_ARRIVAL_US: Micros = 100_000;
-/// How much later than its permit's time the call that opened a window may
-/// have reached the provider: a timer fired late, a first connection. A
-/// call sent before its window frees is refused and waits the provider's
-/// `Retry-After` (a second, where one held too long is one call lost).
-/// With none, the demo on a loaded machine sent two calls into its full
-/// window now and then. 100 ms keeps every fleet scenario within its
-/// targets; 50, 75 and 150 ms moved the hidden-limit scenario's probes
-/// so that it missed one (its figures hang on where its last probe falls).
 
+/// Permits granted and 429s reported lately, counted per slot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Throughput {
     /// `(slot start, permits granted with a time in it)`, by slot.

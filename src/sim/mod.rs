@@ -5,6 +5,7 @@
 //! benchmarks.
 
 pub mod arrivals;
+mod call_tool_run;
 mod executor;
 mod fake_clock;
 mod faulty_port;

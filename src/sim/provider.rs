@@ -41,6 +41,9 @@ pub enum ProviderModel {
     /// `X-RateLimit-Remaining` and `X-RateLimit-Reset` (delay seconds,
     /// rounded up, as most providers send them).
     FixedWindow { quota: u64, window_ms: Millis },
+    /// The sliding second, and every answer states the rate in force
+    /// (`X-RateLimit-Limit`), as peer scenario c's provider does.
+    StatedLimit,
 }
 
 #[derive(Default)]
@@ -94,12 +97,17 @@ impl Provider {
         while s.accepted_recent.front().is_some_and(|&t| t + 1_000 <= now) {
             s.accepted_recent.pop_front();
         }
-        let over_rate = s.accepted_recent.len() as u64 >= (self.limit_at)(now);
+        let limit = (self.limit_at)(now);
+        let over_rate = s.accepted_recent.len() as u64 >= limit;
         let over_concurrency = self.max_concurrency.is_some_and(|max| s.in_flight > max);
         let mut retry_after_ms = RETRY_AFTER_MS;
         let mut quota_headers = QuotaHeaders::default();
         let refused_by_model = match self.model {
             ProviderModel::SlidingSecond => false,
+            ProviderModel::StatedLimit => {
+                quota_headers.x_ratelimit_limit = Some(limit.to_string());
+                false
+            }
             ProviderModel::Noise {
                 refused_per_million,
             } => {

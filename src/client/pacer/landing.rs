@@ -56,9 +56,11 @@ impl GatewayRateState {
         }
         // Another isolate met a 429: cached permits inside the cooldown
         // would reach a provider that is refusing, so they go unsent (their
-        // leases back; their times are void).
-        if response.cooldown_until_ms.is_some() {
+        // leases back; their times are void), and so do permits callers
+        // already drew, checked once more when their time comes.
+        if let Some(until) = response.cooldown_until_ms {
             state.cancel_dissolved_starts();
+            state.unsent_before = state.unsent_before.max(state.clock.to_local(until));
         }
         if let (Some(block), Some(until)) = (&mut state.block, response.cooldown_until_ms) {
             let mut voided = Vec::new();

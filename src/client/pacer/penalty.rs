@@ -2,7 +2,9 @@
 //! the permits held here inside its cooldown, or past the rate it cut to,
 //! go unsent. That includes a permit a caller already drew and is waiting
 //! on: it was granted before the 429 at the rate refused, and is checked
-//! once more when its time comes.
+//! once more when its time comes, against every cooldown learned since,
+//! whether answered to this isolate's penalize or to any acquire after
+//! another isolate's 429.
 
 use super::block::Slot;
 use super::GatewayRateState;
@@ -13,9 +15,9 @@ use crate::time::Millis;
 /// A cut to at least this share of the rate before is shallow: a failed
 /// probe or a drift step takes 5-15% off, a cut for a limit that fell 30%.
 const SHALLOW_CUT: f64 = 0.85;
-/// A shallow cut keeps the permits due within this long.
 /// A cut of a rate at least this share of the rules' is thinned whole.
 const NEAR_RULES: f64 = 0.9;
+/// A shallow cut keeps the permits due within this long.
 const SHALLOW_CUT_KEEPS_MS: Millis = 700;
 
 impl GatewayRateState {
@@ -132,8 +134,8 @@ impl GatewayRateState {
     }
 
     /// Whether a permit due at `due` (our clock) falls inside a cooldown
-    /// the gateway answered a 429 with after it was drawn: sent, it would
-    /// reach a provider that is refusing.
+    /// the gateway announced after it was drawn: sent, it would reach a
+    /// provider that is refusing.
     pub(super) fn unsent(&self, bucket_id: &str, due: Millis) -> bool {
         self.state(bucket_id, |s| due < s.unsent_before)
     }

@@ -41,6 +41,7 @@ pub(super) fn read_adaptive(r: &mut Reader, version: u8) -> Result<AdaptiveRate>
     let mut a = AdaptiveRate {
         cap: r.f64()?,
         stated: r.opt_f64()?,
+        stated_at: 0,
         curve: r.opt(|r| {
             Ok(Curve {
                 w_max: r.f64()?,

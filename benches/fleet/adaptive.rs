@@ -1,0 +1,169 @@
+//! The fleet benchmark's adaptive rows that run a scenario more than once
+//! or through its own runner: a hidden limit's rise at each of several
+//! seconds, peer scenario b's shape, and the demo's case through
+//! `callTool`.
+
+use std::time::Instant;
+
+use paceline::sim::scenarios::{
+    accepted_rps, hidden_limit, overstated_rule_through_call_tool,
+    overstated_rule_through_stalling_call_tool, rising_limit, rising_stated_limit, time_to_reach,
+    RISING_LIMIT_AT_MS,
+};
+use paceline::sim::{run_fleet, FleetReport};
+
+/// The hidden limit's figures depend on where the last probe falls against
+/// the rise: the same scenario with the rise at each second from 56 to 64 s,
+/// their means and worst.
+pub fn hidden_limit_rises(horizon: u64) {
+    let start = Instant::now();
+    let runs: Vec<(f64, f64, u64)> = (56..=64)
+        .map(|s| {
+            let rise = s * 1_000;
+            let mut config = hidden_limit(horizon);
+            config.true_limit = vec![(0, 8), (rise, 20)];
+            let r = run_fleet(&config);
+            (
+                r.rejection_share(5_000, rise),
+                accepted_rps(&r, 5_000, rise) / 8.0,
+                time_to_reach(&r, rise, 19.0).unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    let n = runs.len() as f64;
+    let mean = |f: fn(&(f64, f64, u64)) -> f64| runs.iter().map(f).sum::<f64>() / n;
+    println!(
+        "| same, the rise at each second of 56-64 s ({} runs) | {horizon} | | | | | mean: 429s {:.2}%, throughput {:.1}%, back in {:.0} ms; worst: {:.2}%, {:.1}%, {} ms | {:.1} ms |",
+        runs.len(),
+        mean(|r| r.0) * 100.0,
+        mean(|r| r.1) * 100.0,
+        mean(|r| r.2 as f64),
+        runs.iter().map(|r| r.0).fold(0.0, f64::max) * 100.0,
+        runs.iter().map(|r| r.1).fold(1.0, f64::min) * 100.0,
+        runs.iter().map(|r| r.2).max().unwrap_or(0),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
+}
+
+/// The demo's case through `callTool` (its own runner: the fleet's callers
+/// do not retry), at the gateway's default horizon, as the demo runs.
+pub fn demo_through_call_tool() {
+    let start = Instant::now();
+    let r = overstated_rule_through_call_tool(60_000);
+    let accepted: u64 = r.accepted_per_second.iter().sum();
+    let seconds = r.accepted_per_second.len() as f64;
+    println!(
+        "| rule 25/s, true limit 15/s, one isolate x 4 runs through callTool (the demo), 60 s | 1000 | {} | | {} | | accepted {:.1}% of 15/s; 429s {:.2}%; fewest accepted in a second {} (first 2 s: {:?}) | {:.1} ms |",
+        r.dispatched,
+        r.refused,
+        accepted as f64 / seconds / 15.0 * 100.0,
+        r.refused as f64 / r.dispatched as f64 * 100.0,
+        r.accepted_per_second.iter().min().copied().unwrap_or(0),
+        &r.accepted_per_second[..2],
+        start.elapsed().as_secs_f64() * 1e3,
+    );
+}
+
+/// The same on a host whose calls leave up to 20 or 50 ms after their
+/// permit's time (a busy machine's late timers), six seeds each: the demo
+/// run on a loaded machine. Not asserted: it shows what stalls cost.
+pub fn demo_through_stalling_call_tool() {
+    for max_stall_ms in [20, 50] {
+        let start = Instant::now();
+        let runs: Vec<_> = (1..=6)
+            .map(|seed| overstated_rule_through_stalling_call_tool(60_000, max_stall_ms, seed))
+            .collect();
+        let accepted: Vec<String> = runs
+            .iter()
+            .map(|r| {
+                let total: u64 = r.accepted_per_second.iter().sum();
+                let rate = total as f64 / r.accepted_per_second.len() as f64;
+                format!("{:.1}", rate / 15.0 * 100.0)
+            })
+            .collect();
+        let refused: Vec<String> = runs
+            .iter()
+            .map(|r| format!("{:.2}", r.refused as f64 / r.dispatched as f64 * 100.0))
+            .collect();
+        let fewest = runs
+            .iter()
+            .filter_map(|r| r.accepted_per_second[2..].iter().min().copied())
+            .min()
+            .unwrap_or(0);
+        println!(
+            "| same, calls leave up to {max_stall_ms} ms late (6 seeds) | 1000 | | | | | accepted % of 15/s: {}; 429s %: {}; fewest accepted in a second after 2 s: {fewest} | {:.1} ms |",
+            accepted.join(", "),
+            refused.join(", "),
+            start.elapsed().as_secs_f64() * 1e3,
+        );
+    }
+}
+
+/// Peer scenario b's figures from a run whose limit rises at `rise`: the
+/// share of 8/s accepted before it, of 20/s in the 10 s after, whether a
+/// 429 came in the last 2 s before it (the peer benchmark's "429s settle"
+/// asks for none there), and how long until 95% of 20/s.
+fn rising_limit_figures(r: &FleetReport, rise: u64) -> (f64, f64, bool, Option<u64>) {
+    (
+        accepted_rps(r, 0, rise) / 8.0,
+        accepted_rps(r, rise, rise + 10_000) / 20.0,
+        r.rejections.iter().any(|&t| t + 2_000 >= rise && t < rise),
+        time_to_reach(r, rise, 19.0),
+    )
+}
+
+/// Peer scenario b's shape (8/s, then 20/s, no headers) with the rise at
+/// 10 s, scenario c's (the same, stated), and b's with the rise at each
+/// half second of 8-12 s: where the probes fall against the rise decides
+/// most of b's raised half.
+pub fn rising_limit_rows(horizon: u64) {
+    let start = Instant::now();
+    let r = run_fleet(&rising_limit(horizon));
+    let (low, raised, late_429, back) = rising_limit_figures(&r, RISING_LIMIT_AT_MS);
+    println!(
+        "| peer scenario b's shape: 4 x 4 callers, 8/s for 10 s, then 20/s | {horizon} | {} | {} | {} | {:.4} | low half {:.1}% of 8/s, raised half {:.1}% of 20/s; a 429 in the 2 s before the rise: {late_429}; back to 95% of 20/s in {} | {:.1} ms |",
+        r.dispatches.len(),
+        r.windows_over(20, 1_000),
+        r.rejections.len(),
+        r.round_trips_per_permit(),
+        low * 100.0,
+        raised * 100.0,
+        back.map_or("not within the run".into(), |ms| format!("{ms} ms")),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
+    let start = Instant::now();
+    let r = run_fleet(&rising_stated_limit(horizon));
+    let (low, raised, late_429, back) = rising_limit_figures(&r, RISING_LIMIT_AT_MS);
+    println!(
+        "| peer scenario c's shape: the same, every answer stating the limit in force | {horizon} | {} | {} | {} | {:.4} | low half {:.1}% of 8/s, raised half {:.1}% of 20/s; a 429 in the 2 s before the rise: {late_429}; back to 95% of 20/s in {} | {:.1} ms |",
+        r.dispatches.len(),
+        r.windows_over(20, 1_000),
+        r.rejections.len(),
+        r.round_trips_per_permit(),
+        low * 100.0,
+        raised * 100.0,
+        back.map_or("not within the run".into(), |ms| format!("{ms} ms")),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
+    let start = Instant::now();
+    let runs: Vec<_> = (0..9)
+        .map(|i| {
+            let rise = 8_000 + i * 500;
+            let mut config = rising_limit(horizon);
+            config.true_limit = vec![(0, 8), (rise, 20)];
+            config.duration_ms = rise + 10_000;
+            rising_limit_figures(&run_fleet(&config), rise)
+        })
+        .collect();
+    let n = runs.len() as f64;
+    let raised: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.1 * 100.0)).collect();
+    println!(
+        "| same, the rise at each half second of 8-12 s ({} runs) | {horizon} | | | | | low half mean {:.1}%; raised half mean {:.1}% ({}%); runs with no 429 in the 2 s before the rise: {} | {:.1} ms |",
+        runs.len(),
+        runs.iter().map(|r| r.0).sum::<f64>() / n * 100.0,
+        runs.iter().map(|r| r.1).sum::<f64>() / n * 100.0,
+        raised.join(", "),
+        runs.iter().filter(|r| !r.2).count(),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
+}

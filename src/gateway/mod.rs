@@ -255,7 +255,11 @@ impl GatewayCore {
                     Grant {
                         times,
                         lease_ids: Some(ids),
-                        wait_ms: if short { KEEPER_RETRY_MS } else { 0 },
+                        wait_ms: match (short, slots.in_line) {
+                            (true, true) => bucket.keeper_turn_ms(now),
+                            (true, false) => KEEPER_RETRY_MS,
+                            (false, _) => 0,
+                        },
                         turn_ticket: None,
                     }
                 };

@@ -31,6 +31,10 @@ struct Claim {
     /// The slots it holds and those it asked for more.
     wants: u64,
     seen: Micros,
+    /// It holds more than it keeps while others want slots: when the
+    /// oldest of its chains runs out, and a slot goes back at the end of
+    /// the call on it.
+    sheds_at: Option<Micros>,
 }
 
 /// A bucket's claims. Not kept in a snapshot: a restored gateway hears
@@ -109,12 +113,21 @@ impl SlotClaims {
         self.last_id
     }
 
-    /// What the client of claim `id` holds and wants, as of now.
-    pub fn heard(&mut self, id: u64, holds: u64, wants: u64, now: Micros) {
+    /// What the client of claim `id` holds and wants, as of now, and when
+    /// it is to give a slot back (`sheds_at`), if it is.
+    pub fn heard(
+        &mut self,
+        id: u64,
+        holds: u64,
+        wants: u64,
+        sheds_at: Option<Micros>,
+        now: Micros,
+    ) {
         let claim = Claim {
             holds,
             wants: wants.max(holds),
             seen: now,
+            sheds_at,
         };
         match self.claims.iter_mut().find(|(known, _)| *known == id) {
             Some((_, known)) => *known = claim,
@@ -142,6 +155,15 @@ impl SlotClaims {
             others_short: others().any(|c| c.holds < c.wants.min(top)),
             others_under_keep: others().any(|c| c.holds < c.wants.min(level)),
         })
+    }
+
+    /// The soonest a client heard from lately is to give a slot back.
+    pub fn next_shed(&self, now: Micros) -> Option<Micros> {
+        self.claims
+            .iter()
+            .filter(|(_, c)| c.seen.saturating_add(CLAIM_MEMORY_US) > now)
+            .filter_map(|(_, c)| c.sheds_at)
+            .min()
     }
 
     /// A client that shows no claim was refused a slot holding none.
@@ -197,7 +219,7 @@ mod tests {
         let mut c = SlotClaims::default();
         for &(holds, wants) in holds_wants {
             let id = c.claim(0, 0);
-            c.heard(id, holds, wants, 0);
+            c.heard(id, holds, wants, None, 0);
         }
         c
     }
@@ -235,7 +257,7 @@ mod tests {
     fn a_claim_shown_again_is_kept_and_an_unknown_one_replaced() {
         let mut c = SlotClaims::default();
         let id = c.claim(0, 0);
-        c.heard(id, 1, 1, 0);
+        c.heard(id, 1, 1, None, 0);
         assert_eq!(c.claim(id, 1), id);
         assert_ne!(c.claim(12_345, 1), 12_345);
     }

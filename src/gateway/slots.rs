@@ -59,6 +59,9 @@ pub(crate) struct SlotGrant {
     pub first_waiter: bool,
     /// What the answer tells a client that showed a claim.
     pub claim: Option<ClaimAnswer>,
+    /// It holds fewer than its share and got fewer than it asked for: it
+    /// comes back when a client over its share is to give a slot back.
+    pub in_line: bool,
 }
 
 impl Bucket {
@@ -221,6 +224,7 @@ impl Bucket {
             }
         }
         let mut kept = Vec::new();
+        let mut oldest_kept = now;
         for (started, id, text) in live {
             if ending.contains(&id) || !self.leases.renew(id, now, lease_ttl) {
                 continue;
@@ -229,6 +233,8 @@ impl Bucket {
                 // Kept within its share: a chain again from now, so that a
                 // chain past its end is one about to come back.
                 self.leases.streams.chains.insert(id, now);
+            } else {
+                oldest_kept = oldest_kept.min(started);
             }
             kept.push(text.clone());
         }
@@ -262,10 +268,16 @@ impl Bucket {
                 self.leases.streams.claims.unclaimed_refused(now);
             }
         }
+        let left_holding = holding + granted;
+        let sharing = share.filter(|s| s.others_short);
+        let sheds_at = sharing
+            .filter(|s| left_holding > s.keep)
+            .map(|_| oldest_kept.saturating_add(MAX_CHAIN_US));
         if let Some(id) = claim {
             let claims = &mut self.leases.streams.claims;
-            claims.heard(id, holding + granted, holds + wanted, now);
+            claims.heard(id, left_holding, holds + wanted, sheds_at, now);
         }
+        let in_line = granted < wanted && sharing.is_some_and(|s| left_holding < s.most);
         let adaptive_interval = self.adaptive_interval();
         let mut new = Vec::with_capacity(granted as usize);
         for taken in 0..granted {
@@ -306,6 +318,7 @@ impl Bucket {
             new,
             first_waiter: !contended,
             claim,
+            in_line,
         }
     }
 }

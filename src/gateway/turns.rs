@@ -187,6 +187,27 @@ impl Bucket {
         ceil_ms(turn.saturating_sub(now)).max(CONCURRENCY_RETRY_MS)
     }
 
+    /// How long a client that keeps slots and waits for one more of its
+    /// share waits: until the next client over its share is to give one
+    /// back (the end of that client's oldest chain, and a quarter of a call
+    /// for the call on it to end; then every eighth of a call), at most a
+    /// chain's length, and a keeper's retry when none is to. Its callers
+    /// are served by its own slots meanwhile: it need not look as often as
+    /// a client with none.
+    pub(super) fn keeper_turn_ms(&self, now: Micros) -> u64 {
+        let call = self.leases.hold_us.unwrap_or(0);
+        match self.leases.streams.claims.next_shed(now) {
+            Some(at) => {
+                let back = at
+                    .saturating_add(call / 4)
+                    .max(now.saturating_add(call / 8));
+                ceil_ms(back.saturating_add(TURN_MARGIN_US).saturating_sub(now))
+                    .clamp(CONCURRENCY_RETRY_MS, ceil_ms(MAX_CHAIN_US))
+            }
+            None => KEEPER_RETRY_MS,
+        }
+    }
+
     /// How long a client that asked for kept leases of a kind the bucket
     /// does not hand out now, and was granted nothing, waits (`wait_ms`:
     /// what the grant said). It comes back soon: the bucket turns as soon

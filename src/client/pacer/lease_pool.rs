@@ -200,16 +200,22 @@ impl LeasePool {
         });
     }
 
-    /// Whether a kept lease's renewal is due: one would lapse within a
-    /// quarter of the renewal period. Not for a lease whose chain ends
+    /// When a kept lease's renewal is due: a quarter of the renewal period
+    /// before the first would lapse. Not for a lease whose chain ends
     /// before it lapses while others wait: it goes back at the end of its
     /// chain, and the gateway would not renew it anyway.
-    pub fn renewal_due(&self, now: Millis) -> bool {
-        let soon = now + RENEW_EVERY_MS / 4;
-        let due = |l: &KeptLease| {
-            l.start_by < soon && !(self.sheds() && l.granted_at + LEASE_CHAIN_MS <= l.start_by)
+    pub fn renew_by(&self) -> Option<Millis> {
+        let sheds = self.sheds();
+        let renewed = |l: &KeptLease| {
+            let goes_back = sheds && l.granted_at + LEASE_CHAIN_MS <= l.start_by;
+            (!goes_back).then_some(l.start_by.saturating_sub(RENEW_EVERY_MS / 4))
         };
-        self.idle.iter().any(due) || self.in_call.values().any(|c| c.keep && due(&c.lease))
+        let in_call = self.in_call.values().filter(|c| c.keep).map(|c| &c.lease);
+        self.idle.iter().chain(in_call).filter_map(renewed).min()
+    }
+
+    pub fn renewal_due(&self, now: Millis) -> bool {
+        self.renew_by().is_some_and(|at| at < now)
     }
 
     /// Applies a renewal: the `kept` of the leases `asked` may start calls

@@ -209,11 +209,14 @@ impl GatewayRateState {
     pub(super) fn renew_ahead(&self, target: &Target) {
         let now = self.inner.rt.now_ms();
         let generation = self.state(&target.bucket_id, |s| {
-            let due = s.pool.as_ref().is_some_and(|p| p.renewal_due(now));
-            if due {
-                s.refill.begin_if_free(now)
-            } else {
-                None
+            // A streamed pool's renewal goes even before the time the
+            // gateway asked this isolate to wait for (its turn at a slot
+            // more): a lease not renewed in time would lapse here. A paced
+            // pool's slots go with its blocks, whose turns it waits for.
+            let pool = s.pool.as_ref().filter(|p| p.renewal_due(now))?;
+            match pool.paced() {
+                true => s.refill.begin_if_free(now),
+                false => (!s.refill.running).then(|| s.refill.begin(now)),
             }
         });
         if let Some(generation) = generation {
@@ -255,20 +258,29 @@ impl GatewayRateState {
         // about then (a ticket shown early only books the client again),
         // a trip early to arrive on time.
         // A paced pool left with no slot for the permits it holds asks now.
-        let (not_before, early) = self.state(bucket_id, |s| {
+        // A streamed pool's lease due for renewal goes no later than then.
+        let (not_before, early, renew_by) = self.state(bucket_id, |s| {
+            let renew_by = s
+                .pool
+                .as_ref()
+                .filter(|p| !p.paced())
+                .and_then(|p| p.renew_by());
             let stranded = s
                 .pool
                 .as_ref()
                 .is_some_and(|p| p.paced() && p.coming() == 0)
                 && s.block.as_ref().is_some_and(|b| !b.slots.is_empty());
-            match s.refill.turn_ticket {
+            let (not_before, early) = match s.refill.turn_ticket {
                 _ if stranded => (0, 0),
                 Some(_) => (s.refill.not_before, s.clock.rtt_ms() / 2),
                 None => (s.refill.not_before, s.clock.rtt_ms() + REFILL_POLL_MS),
-            }
+            };
+            (not_before, early, renew_by)
         });
         let now = self.inner.rt.now_ms();
-        let start_at = not_before.saturating_sub(early);
+        let start_at = not_before
+            .saturating_sub(early)
+            .min(renew_by.unwrap_or(Millis::MAX));
         if start_at > now {
             self.inner.rt.sleep(start_at - now).await;
         }

@@ -168,6 +168,21 @@ fn rules_signature_ignores_rule_order_but_not_limits() {
     );
 }
 
+/// Snapshots store the signature as the key of a bucket's rules, so its
+/// text must not change with how it is written.
+#[test]
+fn rules_signature_text_is_stable() {
+    let rules = [
+        PacingRule::new(600, 60_000).with_max_concurrency(4),
+        PacingRule::new(0, u64::MAX).with_adaptive_max_rps(2.5),
+        PacingRule::new(20, 1_000),
+    ];
+    assert_eq!(
+        rules_signature(&rules),
+        "0/18446744073709551615::2.5|20/1000::|600/60000:4:"
+    );
+}
+
 #[test]
 fn error_codes_have_stable_strings_and_statuses() {
     for code in ErrorCode::ALL {

@@ -43,7 +43,7 @@ impl Decode for ChargeRequest {
         let items = f.array("charges", 1, limits::MAX_CHARGES)?;
         let mut charges: Vec<BudgetCharge> = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let c = as_object(item, &f.item_path("charges", i))?;
+            let c = f.item("charges", i, item)?;
             let charge = BudgetCharge {
                 key: c.string("key", limits::MAX_BUDGET_KEY_BYTES)?.to_owned(),
                 amount: c.integer("amount", 1, limits::MAX_BUDGET)?,

@@ -48,6 +48,7 @@ pub(crate) fn keep(value: JsValue) -> HostCause {
     HostCause::new(Kept { value, said: None })
 }
 
+#[cfg(feature = "governor")]
 /// A budget kind by the name `chargeBudget` takes.
 pub(crate) fn budget_kind(kind: &str) -> crate::error::Result<BudgetKind> {
     BudgetKind::from_key(kind).ok_or_else(|| {

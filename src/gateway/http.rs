@@ -2,11 +2,10 @@
 //! and a JSON body. Every host (the Durable Object, the Node dev server,
 //! tests) routes through this one function, so they cannot drift apart.
 
-use serde::Serialize;
-
 use super::GatewayCore;
 use crate::error::{Error, ErrorCode, Result};
 use crate::json::quoted;
+use crate::json_write::{serde_text, Encode};
 use crate::protocol::{
     decode, encode, AcquireRequest, ChargeRequest, Endpoint, ErrorBody, ObserveRequest,
     PenalizeRequest, ReleaseRequest, Route, BUCKET_VIEW_PREFIX,
@@ -19,7 +18,7 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
-    fn ok(message: &impl Serialize) -> Self {
+    fn ok(message: &impl Encode) -> Self {
         HttpResponse {
             status: 200,
             body: encode(message),
@@ -74,7 +73,10 @@ fn route(
                 .map(percent_decode)
                 .transpose()?;
             match core.bucket(&bucket_id, token.as_deref(), now_ms)? {
-                Some(view) => Ok(HttpResponse::ok(&view)),
+                Some(view) => Ok(HttpResponse {
+                    status: 200,
+                    body: serde_text(&view),
+                }),
                 None => Ok(HttpResponse {
                     status: 404,
                     body: encode(&ErrorBody::from(&Error::invalid(format!(

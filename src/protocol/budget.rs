@@ -2,39 +2,57 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::limits;
 use crate::error::{Error, Result};
 use crate::json::{as_object, quote, Decode};
+use crate::json_write::{Encode, ObjectWriter};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetCharge {
     pub key: String,
     pub amount: u64,
     pub limit: u64,
 }
 
+impl Encode for BudgetCharge {
+    fn write_json(&self, out: &mut String) {
+        ObjectWriter::new(out)
+            .field("key", &self.key)
+            .field("amount", &self.amount)
+            .field("limit", &self.limit)
+            .end();
+    }
+}
+
 /// `POST /v1/budget/charge`. Retrying with the same `reservationId` returns
 /// the first answer and counts once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {
     pub root_run_id: String,
     pub reservation_id: String,
     /// With a secret at the gateway: a token for `root_run_id` from
     /// `mint_run_scope_token`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub run_scope_token: Option<String>,
     pub charges: Vec<BudgetCharge>,
     /// Set when this id was sent before and its answer was not read: the
     /// gateway then refuses it if it may have forgotten the id, rather than
     /// count it a second time. A client resends an id for at most
     /// [`limits::RESEND_HORIZON_MS`] after its first send.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub resent: bool,
+}
+
+impl Encode for ChargeRequest {
+    fn write_json(&self, out: &mut String) {
+        ObjectWriter::new(out)
+            .field("rootRunId", &self.root_run_id)
+            .field("reservationId", &self.reservation_id)
+            .opt("runScopeToken", &self.run_scope_token)
+            .field("charges", &self.charges)
+            .flag("resent", self.resent)
+            .end();
+    }
 }
 
 impl Decode for ChargeRequest {
@@ -72,11 +90,18 @@ impl Decode for ChargeRequest {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeResponse {
     /// The run's counters after this charge, for the keys it named.
     pub counters: BTreeMap<String, u64>,
+}
+
+impl Encode for ChargeResponse {
+    fn write_json(&self, out: &mut String) {
+        ObjectWriter::new(out)
+            .field("counters", &self.counters)
+            .end();
+    }
 }
 
 impl Decode for ChargeResponse {

@@ -76,8 +76,20 @@ pub(crate) fn random_key(what: &str) -> Result<[u8; 32], Error> {
 }
 
 #[cfg(any(feature = "governor", feature = "gateway-host"))]
-pub(crate) fn to_js<T: serde::Serialize>(value: &T) -> Result<JsValue, JsValue> {
-    js_sys::JSON::parse(&crate::protocol::encode(value))
+pub(crate) fn to_js<T: crate::json_write::Encode + ?Sized>(value: &T) -> Result<JsValue, JsValue> {
+    parsed(&crate::json_write::to_text(value))
+}
+
+/// A value that is no wire message (a governor's snapshot, a bucket's
+/// view) as a plain JS object, through serde.
+#[cfg(any(feature = "governor", feature = "gateway-host"))]
+pub(crate) fn serde_to_js<T: serde::Serialize>(value: &T) -> Result<JsValue, JsValue> {
+    parsed(&crate::json_write::serde_text(value))
+}
+
+#[cfg(any(feature = "governor", feature = "gateway-host"))]
+fn parsed(text: &str) -> Result<JsValue, JsValue> {
+    js_sys::JSON::parse(text)
         .map_err(|_| Error::invalid("a response did not encode as JSON").into())
 }
 

@@ -169,7 +169,7 @@ fn json_at(value: &JsValue, path: Path) -> Result<Value> {
 
 #[cfg(any(feature = "governor", feature = "gateway-host"))]
 /// Reads and validates one protocol message (a wire request, a grant).
-pub(crate) fn message<M: crate::protocol::Message>(value: &JsValue) -> Result<M> {
+pub(crate) fn message<M: crate::json::Decode>(value: &JsValue) -> Result<M> {
     crate::protocol::decode(json_text(value, Path::Given(""))?.as_bytes())
 }
 
@@ -315,7 +315,7 @@ impl ObjectArg {
 
     #[cfg(feature = "governor")]
     /// A whole field read as a protocol value.
-    pub fn message<M: crate::protocol::Message>(&self, key: &str) -> Result<Option<M>> {
+    pub fn message<M: crate::json::Decode>(&self, key: &str) -> Result<Option<M>> {
         self.get(key)?.map(|v| message(&v)).transpose()
     }
 }

@@ -84,6 +84,7 @@ fn absent(value: &JsValue) -> bool {
 
 /// A string argument, refused unread past `max_bytes` (UTF-16 units can
 /// only grow in UTF-8, so the length is checked before the copy).
+#[cfg(any(feature = "wire-decoder", feature = "gateway-host"))]
 pub(crate) fn string(value: &JsValue, path: &str, max_bytes: usize) -> Result<String> {
     string_at(value, Path::Given(path), max_bytes)
 }

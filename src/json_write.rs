@@ -1,8 +1,8 @@
-//! JSON text written by hand for the wire's messages and for JSON values.
-//! serde_json's serializer, with the derived encoders it inlines into each
-//! caller, was some 6 KB gzip of the smallest module; these write the same
-//! text (fields in declaration order, absent ones left out, strings
-//! escaped and floats written as serde_json writes them).
+//! JSON text written by hand for the wire's messages and for JSON values:
+//! the same text as serde_json's (strings escaped and floats written as it
+//! writes them), without its serializer and the derived encoders it
+//! inlines into each caller, which cost the limiter module 2.2 KB gzip
+//! more than this.
 
 use std::collections::BTreeMap;
 

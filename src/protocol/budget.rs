@@ -7,23 +7,12 @@ use serde_json::Value;
 use super::limits;
 use crate::error::{Error, Result};
 use crate::json::{as_object, quote, Decode};
-use crate::json_write::{Encode, ObjectWriter};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetCharge {
     pub key: String,
     pub amount: u64,
     pub limit: u64,
-}
-
-impl Encode for BudgetCharge {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("key", &self.key)
-            .field("amount", &self.amount)
-            .field("limit", &self.limit)
-            .end();
-    }
 }
 
 /// `POST /v1/budget/charge`. Retrying with the same `reservationId` returns
@@ -41,18 +30,6 @@ pub struct ChargeRequest {
     /// count it a second time. A client resends an id for at most
     /// [`limits::RESEND_HORIZON_MS`] after its first send.
     pub resent: bool,
-}
-
-impl Encode for ChargeRequest {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("rootRunId", &self.root_run_id)
-            .field("reservationId", &self.reservation_id)
-            .opt("runScopeToken", &self.run_scope_token)
-            .field("charges", &self.charges)
-            .flag("resent", self.resent)
-            .end();
-    }
 }
 
 impl Decode for ChargeRequest {
@@ -94,14 +71,6 @@ impl Decode for ChargeRequest {
 pub struct ChargeResponse {
     /// The run's counters after this charge, for the keys it named.
     pub counters: BTreeMap<String, u64>,
-}
-
-impl Encode for ChargeResponse {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("counters", &self.counters)
-            .end();
-    }
 }
 
 impl Decode for ChargeResponse {

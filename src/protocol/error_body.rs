@@ -5,7 +5,6 @@ use serde_json::Value;
 
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::json::{as_object, Decode};
-use crate::json_write::{Encode, ObjectWriter};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ErrorBody {
@@ -66,25 +65,6 @@ impl ErrorBody {
             error.detail = Some(Detail::Cooldown { until_ms });
         }
         error
-    }
-}
-
-impl Encode for ErrorBody {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out).field("error", &self.error).end();
-    }
-}
-
-impl Encode for ErrorFields {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("code", self.code)
-            .field("message", &self.message)
-            .opt("key", &self.key)
-            .opt("observed", &self.observed)
-            .opt("limit", &self.limit)
-            .opt("cooldownUntilMs", &self.cooldown_until_ms)
-            .end();
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod budget;
 mod budget_kind;
+mod encode;
 mod endpoint;
 mod error_body;
 mod quota;

@@ -12,7 +12,6 @@ use serde_json::Value;
 use super::limits;
 use crate::error::{Error, Result};
 use crate::json::{as_object, Decode, Fields};
-use crate::json_write::{Encode, ObjectWriter};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuotaReport {
@@ -25,18 +24,6 @@ pub struct QuotaReport {
     /// Requests left until `resetAtMs`.
     pub remaining: Option<u64>,
     pub reset_at_ms: Option<u64>,
-}
-
-impl Encode for QuotaReport {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("observedAtMs", &self.observed_at_ms)
-            .opt("limit", &self.limit)
-            .opt("windowMs", &self.window_ms)
-            .opt("remaining", &self.remaining)
-            .opt("resetAtMs", &self.reset_at_ms)
-            .end();
-    }
 }
 
 impl QuotaReport {
@@ -78,17 +65,6 @@ pub struct ObserveRequest {
     pub scheduler_schema: Option<String>,
 }
 
-impl Encode for ObserveRequest {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("bucketId", &self.bucket_id)
-            .opt("rateScopeToken", &self.rate_scope_token)
-            .field("quota", &self.quota)
-            .opt("schedulerSchema", &self.scheduler_schema)
-            .end();
-    }
-}
-
 impl Decode for ObserveRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
@@ -112,17 +88,6 @@ pub struct ObserveResponse {
     /// Absent when the gateway holds no rules for the bucket (the report
     /// was then ignored).
     pub effective_requests_per_second: Option<f64>,
-}
-
-impl Encode for ObserveResponse {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .opt(
-                "effectiveRequestsPerSecond",
-                &self.effective_requests_per_second,
-            )
-            .end();
-    }
 }
 
 impl Decode for ObserveResponse {

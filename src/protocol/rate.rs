@@ -8,7 +8,6 @@ use super::quota::QuotaReport;
 use super::rule::{rules_from, PacingRule};
 use crate::error::{Error, Result};
 use crate::json::{as_object, millis_of, quote, Decode, Fields};
-use crate::json_write::{Encode, ObjectWriter};
 
 /// `POST /v1/rate/acquire`: ask for up to `requested` permits of a bucket.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,19 +77,8 @@ pub enum SlotKind {
     Either,
 }
 
-impl Encode for SlotKind {
-    fn write_json(&self, out: &mut String) {
-        let name = match self {
-            SlotKind::Streamed => "streamed",
-            SlotKind::Paced => "paced",
-            SlotKind::Either => "either",
-        };
-        name.write_json(out);
-    }
-}
-
 impl SlotKind {
-    fn is_streamed(&self) -> bool {
+    pub(super) fn is_streamed(&self) -> bool {
         *self == SlotKind::Streamed
     }
 
@@ -106,32 +94,6 @@ impl SlotKind {
                 )))
             }
         })
-    }
-}
-
-impl Encode for AcquireRequest {
-    fn write_json(&self, out: &mut String) {
-        let mut o = ObjectWriter::new(out);
-        o.field("bucketId", &self.bucket_id)
-            .opt("rateScopeToken", &self.rate_scope_token)
-            .field("rules", &self.rules)
-            .field("requested", &self.requested);
-        if self.observed_successes != 0 {
-            o.field("observedSuccesses", &self.observed_successes);
-        }
-        o.opt("schedulerSchema", &self.scheduler_schema)
-            .opt("dispatchLeadMs", &self.dispatch_lead_ms)
-            .list("returnedAtMs", &self.returned_at_ms)
-            .flag("bookNextTurn", self.book_next_turn)
-            .list("releasedLeaseIds", &self.released_lease_ids)
-            .opt("quota", &self.quota)
-            .opt("slotsWanted", &self.slots_wanted)
-            .list("heldLeaseIds", &self.held_lease_ids)
-            .opt("turnTicket", &self.turn_ticket);
-        if !self.slot_kind.is_streamed() {
-            o.field("slotKind", &self.slot_kind);
-        }
-        o.end();
     }
 }
 
@@ -218,29 +180,6 @@ pub struct AcquireResponse {
     pub turn_ticket: Option<u64>,
 }
 
-impl Encode for AcquireResponse {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("granted", &self.granted)
-            .field("waitMs", &self.wait_ms)
-            .opt("scheduledAtMs", &self.scheduled_at_ms)
-            .opt("leaseIds", &self.lease_ids)
-            .opt(
-                "effectiveRequestsPerSecond",
-                &self.effective_requests_per_second,
-            )
-            .opt("cooldownUntilMs", &self.cooldown_until_ms)
-            .opt("serverNowMs", &self.server_now_ms)
-            .opt("dispatchToleranceMs", &self.dispatch_tolerance_ms)
-            .opt("keptLeaseIds", &self.kept_lease_ids)
-            .opt("leaseSpacingMs", &self.lease_spacing_ms)
-            .opt("leaseTtlMs", &self.lease_ttl_ms)
-            .flag("slotWaiters", self.slot_waiters)
-            .opt("turnTicket", &self.turn_ticket)
-            .end();
-    }
-}
-
 impl Decode for AcquireResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
@@ -309,19 +248,6 @@ pub struct ReleaseRequest {
     pub returned_at_ms: Vec<u64>,
 }
 
-impl Encode for ReleaseRequest {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("bucketId", &self.bucket_id)
-            .opt("rateScopeToken", &self.rate_scope_token)
-            .field("rules", &self.rules)
-            .field("leaseIds", &self.lease_ids)
-            .opt("schedulerSchema", &self.scheduler_schema)
-            .list("returnedAtMs", &self.returned_at_ms)
-            .end();
-    }
-}
-
 impl Decode for ReleaseRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
@@ -344,14 +270,6 @@ pub struct ReleaseResponse {
     pub released: u64,
 }
 
-impl Encode for ReleaseResponse {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("released", &self.released)
-            .end();
-    }
-}
-
 impl Decode for ReleaseResponse {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
@@ -372,18 +290,6 @@ pub struct PenalizeRequest {
     pub quota: Option<QuotaReport>,
 }
 
-impl Encode for PenalizeRequest {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("bucketId", &self.bucket_id)
-            .opt("rateScopeToken", &self.rate_scope_token)
-            .field("cooldownMs", &self.cooldown_ms)
-            .opt("schedulerSchema", &self.scheduler_schema)
-            .opt("quota", &self.quota)
-            .end();
-    }
-}
-
 impl Decode for PenalizeRequest {
     fn from_value(value: &Value) -> Result<Self> {
         let f = as_object(value, "")?;
@@ -402,18 +308,6 @@ pub struct PenalizeResponse {
     /// Absent when the gateway has not yet seen the bucket's rules.
     pub effective_requests_per_second: Option<f64>,
     pub cooldown_until_ms: u64,
-}
-
-impl Encode for PenalizeResponse {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .opt(
-                "effectiveRequestsPerSecond",
-                &self.effective_requests_per_second,
-            )
-            .field("cooldownUntilMs", &self.cooldown_until_ms)
-            .end();
-    }
 }
 
 impl Decode for PenalizeResponse {

@@ -7,8 +7,9 @@ use serde::Serialize;
 use super::limits;
 use crate::error::{Error, Result};
 use crate::json::{number_text, push_decimal, Fields};
-use crate::json_write::{Encode, ObjectWriter};
 
+/// `Serialize` is for the governor's snapshots and the bucket view, which
+/// hold rules; the wire writes them by hand (`encode.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PacingRule {
@@ -18,17 +19,6 @@ pub struct PacingRule {
     pub max_concurrency: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub adaptive_max_rps: Option<f64>,
-}
-
-impl Encode for PacingRule {
-    fn write_json(&self, out: &mut String) {
-        ObjectWriter::new(out)
-            .field("requestsPerWindow", &self.requests_per_window)
-            .field("windowMs", &self.window_ms)
-            .opt("maxConcurrency", &self.max_concurrency)
-            .opt("adaptiveMaxRps", &self.adaptive_max_rps)
-            .end();
-    }
 }
 
 impl PacingRule {

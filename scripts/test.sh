@@ -13,7 +13,9 @@ step "format and lints (native and wasm32)"
 cargo fmt --all -- --check
 cargo clippy --all-targets -- -D warnings
 cargo clippy --all-targets --target wasm32-unknown-unknown -- -D warnings
-# The client module ("paceline/client") is the crate without its gateway host.
+# The client module ("paceline/client") is the crate without its gateway
+# host; the limiter module ("paceline/limiter") is that without the governor.
+cargo clippy --lib --target wasm32-unknown-unknown --no-default-features --features governor,wire-decoder -- -D warnings
 cargo clippy --lib --target wasm32-unknown-unknown --no-default-features -- -D warnings
 
 step "JS format and lints (Biome, pinned in js/package.json; all of js/)"

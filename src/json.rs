@@ -56,6 +56,24 @@ pub(crate) fn number_text(x: f64) -> String {
     text_of(&Value::from(x))
 }
 
+/// Appends `n` in decimal, without core's formatter: keys and signatures
+/// written on the success path would otherwise compile it for a first
+/// permit.
+pub(crate) fn push_decimal(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = n;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[start..].iter().map(|&d| char::from(d)));
+}
+
 /// `value` as JSON text, written the way the protocol writes its
 /// messages. Not through `Value`'s `Display`, which writes through an I/O
 /// adapter whose error type brings core's string escaping and Unicode
@@ -64,33 +82,72 @@ fn text_of(value: &Value) -> String {
     crate::protocol::encode(value)
 }
 
-pub(crate) fn as_object<'a>(value: &'a Value, path: &str) -> Result<Fields<'a>> {
+pub(crate) fn as_object<'a>(value: &'a Value, path: &'a str) -> Result<Fields<'a>> {
+    object_at(value, Place::Named(path))
+}
+
+fn object_at<'a>(value: &'a Value, place: Place<'a>) -> Result<Fields<'a>> {
     match value {
-        Value::Object(map) => Ok(Fields {
-            map,
-            path: path.to_owned(),
-        }),
-        other => Err(Error::invalid(format!(
-            "{} must be an object, got {}",
-            if path.is_empty() { "body" } else { path },
-            quote(other)
-        ))),
+        Value::Object(map) => Ok(Fields { map, place }),
+        other => {
+            let path = place.text();
+            Err(Error::invalid(format!(
+                "{} must be an object, got {}",
+                if path.is_empty() { "body" } else { &path },
+                quote(other)
+            )))
+        }
     }
 }
 
-/// A JSON object being read, with the path that names it in errors.
+/// Where an object sits in what was read. Written out only when an error
+/// names it: a message with a list of rules is read once per permit that
+/// goes to the gateway, and writing each item's path would compile core's
+/// formatter on that path.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    /// A path as given ("" for the body itself).
+    Named(&'a str),
+    /// A field of the object at a place.
+    Field(&'a Place<'a>, &'a str),
+    /// An item of an array field of the object at a place.
+    Item(&'a Place<'a>, &'a str, usize),
+}
+
+impl Place<'_> {
+    fn text(&self) -> String {
+        match self {
+            Place::Named(path) => (*path).to_owned(),
+            Place::Field(parent, field) => field_of(&parent.text(), field),
+            Place::Item(parent, field, index) => {
+                format!("{}[{index}]", field_of(&parent.text(), field))
+            }
+        }
+    }
+}
+
+fn field_of(path: &str, field: &str) -> String {
+    if path.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{path}.{field}")
+    }
+}
+
+/// A JSON object being read, with the place that names it in errors.
 pub(crate) struct Fields<'a> {
     map: &'a Map<String, Value>,
-    path: String,
+    place: Place<'a>,
 }
 
 impl<'a> Fields<'a> {
     pub fn name(&self, field: &str) -> String {
-        if self.path.is_empty() {
-            field.to_owned()
-        } else {
-            format!("{}.{}", self.path, field)
-        }
+        field_of(&self.place.text(), field)
+    }
+
+    /// Item `index` of the array `field`, read as an object.
+    pub fn item(&'a self, field: &'a str, index: usize, value: &'a Value) -> Result<Fields<'a>> {
+        object_at(value, Place::Item(&self.place, field, index))
     }
 
     /// A field that is absent and one that is `null` mean the same: JS
@@ -161,51 +218,46 @@ impl<'a> Fields<'a> {
 
     /// An integer in `min..=max`. `3.0` counts as the integer 3 (JS has one
     /// number type); `3.5`, strings and booleans do not.
+    // The expected kinds below are written only for an error: every
+    // message read checks integers, and writing their kind up front would
+    // format on the success path.
     pub fn integer(&self, field: &str, min: u64, max: u64) -> Result<u64> {
-        let expected = integer_kind(min, max);
         let value = self
             .present(field)
-            .ok_or_else(|| self.missing(field, &expected))?;
-        self.check_integer(field, value, min, max, &expected)
+            .ok_or_else(|| self.missing(field, &integer_kind(min, max)))?;
+        self.check_integer(field, value, min, max)
     }
 
     pub fn opt_integer(&self, field: &str, min: u64, max: u64) -> Result<Option<u64>> {
-        let expected = integer_kind(min, max);
         self.present(field)
-            .map(|v| self.check_integer(field, v, min, max, &expected))
+            .map(|v| self.check_integer(field, v, min, max))
             .transpose()
     }
 
-    fn check_integer(
-        &self,
-        field: &str,
-        value: &Value,
-        min: u64,
-        max: u64,
-        expected: &str,
-    ) -> Result<u64> {
-        let n = match value {
-            Value::Number(n) => n,
-            other => return Err(self.wrong(field, expected, other)),
+    fn check_integer(&self, field: &str, value: &Value, min: u64, max: u64) -> Result<u64> {
+        let as_int = match value {
+            Value::Number(n) => n.as_u64().or_else(|| {
+                n.as_f64()
+                    .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
+                    .map(|f| f as u64)
+            }),
+            _ => None,
         };
-        let as_int = n.as_u64().or_else(|| {
-            n.as_f64()
-                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u64::MAX as f64)
-                .map(|f| f as u64)
-        });
         match as_int {
             Some(i) if (min..=max).contains(&i) => Ok(i),
-            _ => Err(self.wrong(field, expected, value)),
+            _ => Err(self.wrong(field, &integer_kind(min, max), value)),
         }
     }
 
     /// A finite number in `(0, max]`.
     pub fn opt_positive_number(&self, field: &str, max: f64) -> Result<Option<f64>> {
-        let expected = format!("a positive number at most {}", number_text(max));
         self.present(field)
             .map(|value| match value.as_f64() {
                 Some(f) if f.is_finite() && f > 0.0 && f <= max => Ok(f),
-                _ => Err(self.wrong(field, &expected, value)),
+                _ => {
+                    let expected = format!("a positive number at most {}", number_text(max));
+                    Err(self.wrong(field, &expected, value))
+                }
             })
             .transpose()
     }
@@ -269,9 +321,9 @@ impl<'a> Fields<'a> {
     }
 
     /// The object under `field`, if present.
-    pub fn opt_object(&self, field: &str) -> Result<Option<Fields<'a>>> {
+    pub fn opt_object(&'a self, field: &'a str) -> Result<Option<Fields<'a>>> {
         self.present(field)
-            .map(|value| as_object(value, &self.name(field)))
+            .map(|value| object_at(value, Place::Field(&self.place, field)))
             .transpose()
     }
 

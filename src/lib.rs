@@ -11,6 +11,7 @@ pub mod gateway;
 pub mod governor;
 pub mod json;
 mod json_parse;
+pub mod json_write;
 pub mod protocol;
 pub mod rt;
 #[cfg(any(test, feature = "sim"))]

@@ -6,7 +6,7 @@ mod common;
 use common::{acquire_rejects, other_rejects, same_json, FIXTURES};
 use paceline::protocol::{
     decode, encode, rules_signature, AcquireRequest, AcquireResponse, ChargeResponse, ErrorBody,
-    PacingRule,
+    PacingRule, QuotaReport, SlotKind,
 };
 use paceline::{Detail, Error, ErrorCode};
 
@@ -165,6 +165,121 @@ fn rules_signature_ignores_rule_order_but_not_limits() {
     assert_ne!(
         rules_signature(&[b]),
         rules_signature(&[PacingRule::new(600, 60_000)])
+    );
+}
+
+/// Snapshots store the signature as the key of a bucket's rules, so its
+/// text must not change with how it is written.
+#[test]
+fn rules_signature_text_is_stable() {
+    let rules = [
+        PacingRule::new(600, 60_000).with_max_concurrency(4),
+        PacingRule::new(0, u64::MAX).with_adaptive_max_rps(2.5),
+        PacingRule::new(20, 1_000),
+    ];
+    assert_eq!(
+        rules_signature(&rules),
+        "0/18446744073709551615::2.5|20/1000::|600/60000:4:"
+    );
+}
+
+/// The encoders are written by hand: every field's name, its place and
+/// when it is left out are pinned here (the fixtures check values only).
+#[test]
+fn an_acquire_request_encodes_every_field_by_its_wire_name_in_order() {
+    let minimal = AcquireRequest {
+        bucket_id: "b".into(),
+        rate_scope_token: None,
+        rules: vec![PacingRule::new(20, 1_000)],
+        requested: 5,
+        observed_successes: 0,
+        scheduler_schema: None,
+        dispatch_lead_ms: None,
+        returned_at_ms: Vec::new(),
+        book_next_turn: false,
+        released_lease_ids: Vec::new(),
+        quota: None,
+        slots_wanted: None,
+        held_lease_ids: Vec::new(),
+        turn_ticket: None,
+        slot_kind: SlotKind::Streamed,
+    };
+    assert_eq!(
+        encode(&minimal),
+        r#"{"bucketId":"b","rules":[{"requestsPerWindow":20,"windowMs":1000}],"requested":5}"#
+    );
+    let full = AcquireRequest {
+        rate_scope_token: Some("t".into()),
+        rules: vec![PacingRule::new(20, 1_000)
+            .with_max_concurrency(3)
+            .with_adaptive_max_rps(12.5)],
+        observed_successes: 7,
+        scheduler_schema: Some("s".into()),
+        dispatch_lead_ms: Some(40),
+        returned_at_ms: vec![1, 2],
+        book_next_turn: true,
+        released_lease_ids: vec!["r".into()],
+        quota: Some(QuotaReport {
+            observed_at_ms: 9,
+            limit: Some(100),
+            window_ms: Some(60_000),
+            remaining: Some(4),
+            reset_at_ms: Some(99),
+        }),
+        slots_wanted: Some(2),
+        held_lease_ids: vec!["h".into()],
+        turn_ticket: Some(0),
+        slot_kind: SlotKind::Paced,
+        ..minimal
+    };
+    assert_eq!(
+        encode(&full),
+        concat!(
+            r#"{"bucketId":"b","rateScopeToken":"t","#,
+            r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":3,"adaptiveMaxRps":12.5}],"#,
+            r#""requested":5,"observedSuccesses":7,"schedulerSchema":"s","dispatchLeadMs":40,"#,
+            r#""returnedAtMs":[1,2],"bookNextTurn":true,"releasedLeaseIds":["r"],"#,
+            r#""quota":{"observedAtMs":9,"limit":100,"windowMs":60000,"remaining":4,"resetAtMs":99},"#,
+            r#""slotsWanted":2,"heldLeaseIds":["h"],"turnTicket":0,"slotKind":"paced"}"#
+        )
+    );
+}
+
+#[test]
+fn an_acquire_response_and_an_error_body_encode_every_field_by_its_wire_name_in_order() {
+    let grant = AcquireResponse {
+        granted: 2,
+        wait_ms: 0,
+        scheduled_at_ms: Some(vec![10, 20]),
+        lease_ids: Some(vec!["a".into(), "b".into()]),
+        effective_requests_per_second: Some(0.5),
+        cooldown_until_ms: Some(5),
+        server_now_ms: Some(6),
+        dispatch_tolerance_ms: Some(7),
+        kept_lease_ids: Some(vec![]),
+        lease_spacing_ms: Some(8),
+        lease_ttl_ms: Some(9),
+        slot_waiters: true,
+        turn_ticket: Some(3),
+    };
+    assert_eq!(
+        encode(&grant),
+        concat!(
+            r#"{"granted":2,"waitMs":0,"scheduledAtMs":[10,20],"leaseIds":["a","b"],"#,
+            r#""effectiveRequestsPerSecond":0.5,"cooldownUntilMs":5,"serverNowMs":6,"#,
+            r#""dispatchToleranceMs":7,"keptLeaseIds":[],"leaseSpacingMs":8,"leaseTtlMs":9,"#,
+            r#""slotWaiters":true,"turnTicket":3}"#
+        )
+    );
+    let error =
+        Error::new(ErrorCode::BudgetExceeded, "over \"retry\"").with_detail(Detail::Budget {
+            key: "retry".into(),
+            observed: 4,
+            limit: 3,
+        });
+    assert_eq!(
+        encode(&ErrorBody::from(&error)),
+        r#"{"error":{"code":"BUDGET_EXCEEDED","message":"over \"retry\"","key":"retry","observed":4,"limit":3}}"#
     );
 }
 

@@ -15,12 +15,13 @@
 // what the module's presence costs that request (workerd compiles and
 // instantiates the module at startup, before the Worker is ready: the
 // "startup" row, the time to Miniflare's ready, includes that). This
-// build's client module ("paceline/client") is timed beside the full one;
-// it has no LocalRateState, so its probe makes a GatewayRateState over a
+// build's client and limiter modules ("paceline/client",
+// "paceline/limiter") are timed beside the full one; they have no
+// LocalRateState, so their probe makes a GatewayRateState over a
 // fetchPort to a gateway Worker (the full module, in a Durable Object)
-// bound beside it, and its first permit includes that gateway's own first
+// bound beside it, and their first permit includes that gateway's own first
 // request; in Node, over a GatewayCore of the full module loaded untimed.
-// A third column builds the full module's LocalRateState at the module's
+// Another column builds the full module's LocalRateState at the module's
 // top level instead, so startup pays for it and the first request only
 // uses it.
 // Runs alternate between the packages so load on the machine falls on all
@@ -46,6 +47,13 @@ const packages = [
     dir: pkgDir,
     specifier: "paceline/client",
     module: "paceline_client",
+    remote: true,
+  },
+  {
+    name: "this build, paceline/limiter",
+    dir: pkgDir,
+    specifier: "paceline/limiter",
+    module: "paceline_limiter",
     remote: true,
   },
 ];
@@ -98,7 +106,7 @@ const [dir, name, stopAfter] = process.argv.slice(1);
 const mark = (phase) => phase === stopAfter && process.exit(0);
 const { readFileSync } = await import("node:fs");
 const bytes = readFileSync(dir + "/" + name + "_bg.wasm");
-const gateway = name === "paceline_client" ? await import(dir + "/paceline_node.js") : undefined;
+const gateway = name !== "paceline" ? await import(dir + "/paceline_node.js") : undefined;
 const { initSync, LocalRateState, GatewayRateState } = await import(dir + "/" + name + ".js");
 const t1 = performance.now();
 const module = new WebAssembly.Module(bytes);
@@ -204,7 +212,9 @@ for (let i = 0; i < runs; i++) {
 for (const p of packages) if (!p.atModuleScope) p.compiled = compiledByPhase(p);
 
 const f = (x) => `${x.toFixed(2)} ms`;
-console.log("(*) a LocalRateState; for paceline/client, which has none, a GatewayRateState over a gateway (see above)");
+console.log(
+  "(*) a LocalRateState; for paceline/client and paceline/limiter, which have none, a GatewayRateState over a gateway (see above)",
+);
 console.log(`| cold start (median of ${runs}) | ${packages.map((p) => p.name).join(" | ")} |`);
 console.log(`|---|${packages.map(() => "---").join("|")}|`);
 console.log(`| module | ${packages.map((p) => p.size).join(" | ")} |`);

@@ -33,7 +33,8 @@ export async function bundleWorker(entryPath, pkg = pkgDir) {
     external: ["*.wasm", "cloudflare:*"],
     logLevel: "warning",
   });
-  // Each module's .wasm (the full one, and the client one "paceline/client" imports).
+  // Each module's .wasm (the full one, and the smaller ones "paceline/client" and
+  // "paceline/limiter" import).
   for (const wasm of readdirSync(pkg).filter((f) => f.endsWith(".wasm")))
     copyFileSync(join(pkg, wasm), join(out, wasm));
   return {

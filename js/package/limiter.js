@@ -99,8 +99,9 @@ function callOptions(options) {
 }
 
 /**
- * A limit held in this isolate alone. The client module ("paceline/client")
- * has no in-process scheduler: its limiters pace through a gateway.
+ * A limit held in this isolate alone. The client and limiter modules
+ * ("paceline/client", "paceline/limiter") have no in-process scheduler:
+ * their limiters pace through a gateway.
  * @param {import("../paceline.js").PacerOptions} pacer
  */
 function localState(pacer) {
@@ -109,7 +110,7 @@ function localState(pacer) {
   const LocalRateState = Reflect.get(paceline, "LocalRateState");
   if (typeof LocalRateState !== "function") {
     throw misuse(
-      "createLimiter: port is required with paceline/client, which paces through a shared gateway " +
+      "createLimiter: port is required with paceline/client and paceline/limiter, which pace through a shared gateway " +
         '(port: fetchPort({ fetch, baseUrl })); a limit held in this isolate alone needs "paceline"',
     );
   }

@@ -105,7 +105,7 @@ function writeSyncEntries(outDir, { name, wasm, reexports, workerd }) {
   return entries;
 }
 
-function addEntries(outDir, glue, workerd, client) {
+function addEntries(outDir, glue, workerd, modules) {
   const reexports = [`export * from "./${OUT_NAME}.js";`, ...glue.map((g) => `export * from "${g}";`)];
   // TypeScript resolves each "./x.js" to its "./x.d.ts", so the type
   // entries re-export the same paths.
@@ -140,25 +140,25 @@ function addEntries(outDir, glue, workerd, client) {
     [`./${OUT_NAME}_bg.wasm`]: `./${OUT_NAME}_bg.wasm`,
     "./package.json": "./package.json",
   };
-  if (client) {
-    pkg.exports["./client"] = client.exports;
-    pkg.exports[`./${client.wasm}`] = `./${client.wasm}`;
-    pkg.files = [...new Set([...pkg.files, ...client.files])];
-    pkg.sideEffects = [...new Set([...pkg.sideEffects, ...client.sideEffects])];
+  for (const module of modules) {
+    pkg.exports[`./${module.entry}`] = module.exports;
+    pkg.exports[`./${module.wasm}`] = `./${module.wasm}`;
+    pkg.files = [...new Set([...pkg.files, ...module.files])];
+    pkg.sideEffects = [...new Set([...pkg.sideEffects, ...module.sideEffects])];
   }
   pkg.bin = { "paceline-gateway": NODE_GATEWAY };
   pkg.engines = { node: ">=20" };
   writeFileSync(pkgPath, `${JSON.stringify(pkg, null, 2)}\n`);
 }
 
-// The client module: the same crate without its gateway-host bindings
-// (cargo feature "gateway-host": GatewayCore, the Durable Object's routing
-// helper, the token minters), for isolates that only pace their own calls.
-// It ships beside the full module under its own names and is imported as
-// "paceline/client", with the same Workers, Node and web entries; the glue
-// modules it re-exports are copies whose import of the generated glue
-// points at the client's.
-function addClientModule(outDir, spec) {
+// A smaller module: the same crate built with fewer cargo features (see
+// each [[target.module]] in wasm-pack.toml: the client module leaves out
+// the gateway's host, the limiter module the governor too). It ships
+// beside the full module under its own names and is imported as
+// "paceline/<entry>", with the same Workers, Node and web entries; the
+// glue modules it re-exports are copies whose import of the generated glue
+// points at its own.
+function addModule(outDir, spec) {
   const name = spec["out-name"];
   const tmp = join(root, "target", `wasm-pack-${name}`);
   run("wasm-pack", [
@@ -177,11 +177,17 @@ function addClientModule(outDir, spec) {
   const before = statSync(join(tmp, wasm)).size;
   run(wasmOpt, [...config["wasm-opt"].flags, join(tmp, wasm), "-o", join(outDir, wasm)]);
   const glueSource = readFileSync(join(tmp, `${name}.js`), "utf8");
+  const glued = guardUninitialised(brandClasses(glueSource));
+  // A module without the governor has no states for it to find, so no
+  // token methods to hide.
+  if (!spec["state-classes"] && glued.includes("pacelineStateToken")) {
+    throw new Error(`build: ${name} has state token methods but its state-classes is 0`);
+  }
   writeFileSync(
     join(outDir, `${name}.js`),
-    hideStateTokens(guardUninitialised(brandClasses(glueSource)), spec["state-classes"]),
+    spec["state-classes"] ? hideStateTokens(glued, spec["state-classes"]) : glued,
   );
-  // Its typings name the wire types in the client's copies of the glue.
+  // Its typings name the wire types in its own copies of the glue.
   const typingsSource = readFileSync(join(tmp, `${name}.d.ts`), "utf8").replaceAll(
     '"./glue/',
     `"./${spec["glue-dir"]}/`,
@@ -202,7 +208,7 @@ function addClientModule(outDir, spec) {
       for (const line of text.split("\n")) {
         const imported = /from "(\.[^"]+)"/.exec(line)?.[1];
         if (imported && imported !== `../${OUT_NAME}.js` && !spec.glue.includes(imported.replace(/^\.\//, ""))) {
-          throw new Error(`build: ${file} imports ${imported}, which the client module does not ship`);
+          throw new Error(`build: ${file} imports ${imported}, which ${name} does not ship`);
         }
       }
       writeFileSync(join(glueOut, file), text.replaceAll(fullGlueImport, `"../${name}.js"`));
@@ -227,6 +233,7 @@ function addClientModule(outDir, spec) {
   ];
   for (const e of [nodeEntry, workerdEntry]) files.push(e, e.replace(/\.js$/, ".d.ts"));
   return {
+    entry,
     wasm,
     before,
     files,
@@ -264,13 +271,14 @@ for (const target of config.target) {
   writeFileSync(typesPath, typingsForEs2022(readFileSync(typesPath, "utf8")));
   cpSync(packageReadme, join(outDir, "README.md"));
   addNodeGateway(outDir);
-  const clientSpec = target["client-module"];
-  const client = clientSpec && addClientModule(outDir, clientSpec);
-  addEntries(outDir, addGlue(outDir), target["workerd-entry"], client);
+  const specs = target.module ?? [];
+  const modules = specs.map((spec) => addModule(outDir, spec));
+  addEntries(outDir, addGlue(outDir), target["workerd-entry"], modules);
   if (!report(target.name, wasmPath, before, budget)) overBudget = true;
-  if (client && !report(`${target.name} client`, join(outDir, client.wasm), client.before, clientSpec["gzip-budget"])) {
-    overBudget = true;
-  }
+  modules.forEach((module, i) => {
+    const label = `${target.name} ${module.entry}`;
+    if (!report(label, join(outDir, module.wasm), module.before, specs[i]["gzip-budget"])) overBudget = true;
+  });
 }
 if (overBudget) {
   console.error("paceline: the .wasm is over its gzip size budget");

@@ -41,7 +41,7 @@ describe("the packed package, installed in an empty directory", () => {
     assert.equal(out.trim(), "function");
   });
 
-  test("the dev gateway runs from node_modules and paces a fetchPort client, from paceline and from paceline/client", async () => {
+  test("the dev gateway runs from node_modules and paces a fetchPort client, from paceline, paceline/client and paceline/limiter", async () => {
     const server = spawn(process.execPath, [join(app, "node_modules/.bin/paceline-gateway"), "--port", "0"], {
       cwd: app,
     });
@@ -68,6 +68,13 @@ describe("the packed package, installed in an empty directory", () => {
         encoding: "utf8",
       });
       assert.equal(viaClient.trim(), "through the gateway");
+      // And through the limiter module, which has no governor either.
+      const limiterScript = script.replace('from "paceline"', 'from "paceline/limiter"');
+      const viaLimiter = execFileSync(process.execPath, ["--input-type=module", "-e", limiterScript], {
+        cwd: app,
+        encoding: "utf8",
+      });
+      assert.equal(viaLimiter.trim(), "through the gateway");
     } finally {
       server.kill();
     }
@@ -84,18 +91,22 @@ describe("the packed package, installed in an empty directory", () => {
     assert.equal(errors, "", errors);
   });
 
-  test("the typings, paceline/client's too, compile under lib es2022 with skipLibCheck false", () => {
+  test("the typings, paceline/client's and paceline/limiter's too, compile under lib es2022 with skipLibCheck false", () => {
     writeFileSync(
       join(app, "use.ts"),
       `import { createLimiter, isPacelineError, type PacelineError } from "paceline";
 import { startDevGateway } from "paceline/node-gateway";
 import { GatewayRateState, createLimiter as createClientLimiter, fetchPort, type Permit } from "paceline/client";
+import { type GatewayRateState as PacingState, createLimiter as createPacingLimiter, fetchPort as limiterFetchPort } from "paceline/limiter";
+const limiterPort = limiterFetchPort({ fetch, baseUrl: "http://127.0.0.1:8787" });
 export const gateway: Promise<{ url: string }> = startDevGateway({ port: 0 });
 const port = fetchPort({ fetch, baseUrl: "http://127.0.0.1:8787" });
 const remote = new GatewayRateState(port);
 export const permit: Promise<Permit> = remote.acquire({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
 const clientLimiter = createClientLimiter({ port, bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
 export const clientState: GatewayRateState = clientLimiter.state;
+const paced = createPacingLimiter({ port: limiterPort, bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
+export const pacedState: PacingState = paced.state;
 const limiter = createLimiter({ bucketId: "b", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
 export async function use(): Promise<number> {
   try {

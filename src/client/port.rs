@@ -59,8 +59,20 @@ impl<T: GatewayTransport + ?Sized> GatewayPort for T {
         call(self, req)
     }
 
+    // Only budget states charge, and a wasm module built without the
+    // governor has none: there the charge's codec (its encoder, its
+    // answer's decoder, a map of counters) is left out of the module, since
+    // the port's vtable would otherwise keep it.
+    #[cfg(any(feature = "governor", not(target_arch = "wasm32")))]
     fn charge(&self, req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
         call(self, req)
+    }
+
+    #[cfg(not(any(feature = "governor", not(target_arch = "wasm32"))))]
+    fn charge(&self, _req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
+        Box::pin(std::future::ready(Err(crate::error::Error::invalid(
+            "budget charges need a module with budget states (paceline/client or paceline)",
+        ))))
     }
 
     fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {

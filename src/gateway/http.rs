@@ -2,11 +2,10 @@
 //! and a JSON body. Every host (the Durable Object, the Node dev server,
 //! tests) routes through this one function, so they cannot drift apart.
 
-use serde::Serialize;
-
 use super::GatewayCore;
 use crate::error::{Error, ErrorCode, Result};
 use crate::json::quoted;
+use crate::json_write::{serde_text, Encode};
 use crate::protocol::{
     decode, encode, AcquireRequest, ChargeRequest, Endpoint, ErrorBody, ObserveRequest,
     PenalizeRequest, ReleaseRequest, Route, BUCKET_VIEW_PREFIX,
@@ -19,7 +18,7 @@ pub struct HttpResponse {
 }
 
 impl HttpResponse {
-    fn ok(message: &impl Serialize) -> Self {
+    fn ok(message: &impl Encode) -> Self {
         HttpResponse {
             status: 200,
             body: encode(message),
@@ -49,6 +48,9 @@ pub fn handle(
     }
 }
 
+// Strings are split with closures, not `char` patterns: a `char` pattern
+// brings core's searcher for it into the wasm (0.6 KB).
+#[allow(clippy::manual_pattern_char_comparison)]
 fn route(
     core: &mut GatewayCore,
     method: &str,
@@ -56,7 +58,7 @@ fn route(
     body: &[u8],
     now_ms: u64,
 ) -> Result<HttpResponse> {
-    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    let (path, query) = path.split_once(|c| c == '?').unwrap_or((path, ""));
     let is = |e: Route| method == "POST" && path == e.path;
     match path.strip_prefix(BUCKET_VIEW_PREFIX) {
         _ if is(AcquireRequest::ROUTE) => call(body, |r: AcquireRequest| core.acquire(&r, now_ms)),
@@ -69,12 +71,15 @@ fn route(
         Some(id) if method == "GET" => {
             let bucket_id = percent_decode(id)?;
             let token = query
-                .split('&')
+                .split(|c| c == '&')
                 .find_map(|pair| pair.strip_prefix("token="))
                 .map(percent_decode)
                 .transpose()?;
             match core.bucket(&bucket_id, token.as_deref(), now_ms)? {
-                Some(view) => Ok(HttpResponse::ok(&view)),
+                Some(view) => Ok(HttpResponse {
+                    status: 200,
+                    body: serde_text(&view),
+                }),
                 None => Ok(HttpResponse {
                     status: 404,
                     body: encode(&ErrorBody::from(&Error::invalid(format!(

@@ -116,7 +116,10 @@ pub(crate) fn verify(
         ))
     })?;
     let malformed = || Error::forbidden(format!("{field} for {subject} {id} is malformed"));
-    let mut parts = token.splitn(3, '.');
+    // A closure, not a `char` pattern: a `char` pattern brings core's
+    // searcher for it into the wasm (0.6 KB).
+    #[allow(clippy::manual_pattern_char_comparison)]
+    let mut parts = token.splitn(3, |c| c == '.');
     let (Some(VERSION), Some(expiry), Some(tag_hex)) = (parts.next(), parts.next(), parts.next())
     else {
         return Err(malformed());

@@ -2,15 +2,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::limits;
 use crate::error::{Error, Result};
 use crate::json::{as_object, quote, Decode};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BudgetCharge {
     pub key: String,
     pub amount: u64,
@@ -19,21 +17,18 @@ pub struct BudgetCharge {
 
 /// `POST /v1/budget/charge`. Retrying with the same `reservationId` returns
 /// the first answer and counts once.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeRequest {
     pub root_run_id: String,
     pub reservation_id: String,
     /// With a secret at the gateway: a token for `root_run_id` from
     /// `mint_run_scope_token`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub run_scope_token: Option<String>,
     pub charges: Vec<BudgetCharge>,
     /// Set when this id was sent before and its answer was not read: the
     /// gateway then refuses it if it may have forgotten the id, rather than
     /// count it a second time. A client resends an id for at most
     /// [`limits::RESEND_HORIZON_MS`] after its first send.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub resent: bool,
 }
 
@@ -43,7 +38,7 @@ impl Decode for ChargeRequest {
         let items = f.array("charges", 1, limits::MAX_CHARGES)?;
         let mut charges: Vec<BudgetCharge> = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let c = as_object(item, &f.item_path("charges", i))?;
+            let c = f.item("charges", i, item)?;
             let charge = BudgetCharge {
                 key: c.string("key", limits::MAX_BUDGET_KEY_BYTES)?.to_owned(),
                 amount: c.integer("amount", 1, limits::MAX_BUDGET)?,
@@ -72,8 +67,7 @@ impl Decode for ChargeRequest {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeResponse {
     /// The run's counters after this charge, for the keys it named.
     pub counters: BTreeMap<String, u64>,

@@ -1,29 +1,23 @@
 //! Errors on the wire: `{"error": {"code", "message", ...}}`, with the budget
 //! and cooldown facts as fields so clients need not parse messages.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::json::{as_object, Decode};
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ErrorBody {
     pub error: ErrorFields,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ErrorFields {
     pub code: &'static str,
     pub message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub observed: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cooldown_until_ms: Option<u64>,
 }
 

@@ -7,6 +7,7 @@
 
 mod budget;
 mod budget_kind;
+mod encode;
 mod endpoint;
 mod error_body;
 mod quota;
@@ -27,7 +28,7 @@ pub use rule::{has_concurrency, rules_signature, PacingRule};
 
 use crate::error::{Error, Result};
 use crate::json::Decode;
-use serde::Serialize;
+use crate::json_write::Encode;
 use serde_json::Value;
 
 /// The bounds a message must stay inside. They keep one request from
@@ -71,13 +72,13 @@ pub mod limits {
 }
 
 /// A message of the protocol: it decodes from JSON with validation and
-/// encodes with serde.
-pub trait Message: Serialize + Decode {}
+/// encodes by hand (`json_write`).
+pub trait Message: Encode + Decode {}
 
-impl<T: Serialize + Decode> Message for T {}
+impl<T: Encode + Decode> Message for T {}
 
 /// Decodes and validates one message from a request or response body.
-pub fn decode<M: Message>(body: &[u8]) -> Result<M> {
+pub fn decode<M: Decode>(body: &[u8]) -> Result<M> {
     M::from_value(&parse_body(body)?)
 }
 
@@ -96,12 +97,7 @@ pub(crate) fn parse_body(body: &[u8]) -> Result<Value> {
         .map_err(|e| Error::invalid(format!("body is not valid JSON: {e}")))
 }
 
-pub fn encode<M: Serialize>(message: &M) -> String {
-    match serde_json::to_string(message) {
-        Ok(text) => text,
-        // Not `expect`: that would format serde_json's error, and with it
-        // core's string escaping, into the wasm for a case that cannot
-        // happen (every message's map keys are strings).
-        Err(_) => unreachable!("protocol messages always serialize"),
-    }
+/// A message (or any value the protocol writes) as JSON text.
+pub fn encode<M: Encode + ?Sized>(message: &M) -> String {
+    crate::json_write::to_text(message)
 }

@@ -7,28 +7,22 @@
 //! it measures from `serverNowMs`); the values come from a provider's
 //! headers and are checked here like any other input.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::limits;
 use crate::error::{Error, Result};
 use crate::json::{as_object, Decode, Fields};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuotaReport {
     /// When the provider counted the call whose answer said this.
     pub observed_at_ms: u64,
     /// Requests the provider allows per window.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<u64>,
     /// The window `limit` counts over, when the provider named it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub window_ms: Option<u64>,
     /// Requests left until `resetAtMs`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub remaining: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub reset_at_ms: Option<u64>,
 }
 
@@ -63,14 +57,11 @@ impl QuotaReport {
 /// when they cannot wait for the bucket's next acquire (its quota is about
 /// to run out, or it stated a limit). An older gateway answers 404; the
 /// report is advice, and the client then keeps it for its next acquire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObserveRequest {
     pub bucket_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_scope_token: Option<String>,
     pub quota: QuotaReport,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
 }
 
@@ -92,12 +83,10 @@ impl Decode for ObserveRequest {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ObserveResponse {
     /// Absent when the gateway holds no rules for the bucket (the report
     /// was then ignored).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub effective_requests_per_second: Option<f64>,
 }
 

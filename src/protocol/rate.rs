@@ -1,7 +1,6 @@
 //! The rate endpoints: acquire scheduled permits, release concurrency leases,
 //! report a provider's backpressure.
 
-use serde::Serialize;
 use serde_json::Value;
 
 use super::limits;
@@ -11,63 +10,51 @@ use crate::error::{Error, Result};
 use crate::json::{as_object, millis_of, quote, Decode, Fields};
 
 /// `POST /v1/rate/acquire`: ask for up to `requested` permits of a bucket.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AcquireRequest {
     pub bucket_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_scope_token: Option<String>,
     pub rules: Vec<PacingRule>,
     pub requested: u64,
     /// Confirmed provider successes since this client's previous acquire.
-    #[serde(skip_serializing_if = "is_zero")]
     pub observed_successes: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
     /// Asks that no granted time be earlier than this far past the
     /// gateway's now: the answer's trip back to the client, so the first
     /// permit is still good when it arrives.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_lead_ms: Option<u64>,
     /// Times this client was granted earlier and will not use: the gateway
     /// hands them to the next acquirer before extending the timeline. An
     /// older gateway ignores them (the times are then simply not used).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub returned_at_ms: Vec<u64>,
     /// The client's callers drained its last block and came straight back:
     /// it will want another block as soon as this one is drawn, so the
     /// gateway books its next turn with this grant (and says when, in
     /// `waitMs`) instead of letting it come back to be refused.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub book_next_turn: bool,
     /// Leases this client is done with, riding on the acquire instead of a
     /// release of their own; the gateway ends them before it grants. A
     /// client sends them only to a gateway that announced
     /// `dispatchToleranceMs` (an older one would ignore them, leaving the
     /// leases to their TTL).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub released_lease_ids: Vec<String>,
     /// What the provider last said about its quota.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaReport>,
     /// Asks for concurrency slots to keep: the client pools its leases and
     /// hands a freed one to its next caller, spacing the calls on each
     /// lease as the answer's `leaseSpacingMs` says, and wants this many
     /// new ones. A gateway that cannot stream the bucket's slots (or an
     /// older one) grants one lease per time as for any acquire.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub slots_wanted: Option<u64>,
     /// Leases this client holds (pooled or in a call) and would keep: the
     /// gateway renews those it still counts, for a full TTL from now, and
     /// names them in `keptLeaseIds`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_lease_ids: Vec<String>,
     /// Turn tickets for concurrency slots: the ticket a refusal gave this
     /// client, shown when it comes back at its turn, or `0` from a client
     /// that takes tickets and holds none. Slots freed meanwhile are held for
     /// tickets in the order given. Without it (an older client) refusals
     /// come with no ticket; an older gateway ignores it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_ticket: Option<u64>,
     /// With `slotsWanted`: the claim the gateway gave this client, or `0`
     /// from a client that takes claims and has none yet. The gateway
@@ -84,14 +71,12 @@ pub struct AcquireRequest {
     /// the bucket hands out now. The answer says which it got:
     /// `leaseSpacingMs: 0` for paced slots. An older gateway ignores it and
     /// streams, or grants one lease per time.
-    #[serde(skip_serializing_if = "SlotKind::is_streamed")]
     pub slot_kind: SlotKind,
 }
 
 /// The kind of kept leases a client asks for (see
 /// [`AcquireRequest::slot_kind`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SlotKind {
     #[default]
     Streamed,
@@ -100,7 +85,7 @@ pub enum SlotKind {
 }
 
 impl SlotKind {
-    fn is_streamed(&self) -> bool {
+    pub(super) fn is_streamed(&self) -> bool {
         *self == SlotKind::Streamed
     }
 
@@ -159,35 +144,27 @@ pub const LEASE_CHAIN_MS: u64 = 3_000;
 
 /// The gateway's answer to an acquire. `granted == 0` is a refusal with the
 /// time to wait, not an error.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AcquireResponse {
     pub granted: u64,
     pub wait_ms: u64,
     /// One globally reserved dispatch time per granted permit, earliest
     /// first. An older gateway sends none; its permits are usable at once.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduled_at_ms: Option<Vec<u64>>,
     /// One lease per permit when a rule bounds concurrency.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ids: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub effective_requests_per_second: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cooldown_until_ms: Option<u64>,
     /// The gateway's clock when it answered, so a client can correct its own
     /// skew before sleeping until a scheduled time.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub server_now_ms: Option<u64>,
     /// How late after its scheduled time a permit may still be dispatched:
     /// the slack the gateway accounted for in every window. Past it a
     /// permit is dead. An older gateway sends none.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_tolerance_ms: Option<u64>,
     /// Answer to `slotsWanted`: the held leases renewed. One held but not
     /// named here must not start another call; it goes back when its call
     /// ends. An older gateway sends none, and its leases come one per time.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub kept_lease_ids: Option<Vec<String>>,
     /// With `keptLeaseIds`: the least time between two calls started on
     /// one lease. Each new lease's first call may start at its time in
@@ -199,14 +176,11 @@ pub struct AcquireResponse {
     /// streamed. `keptLeaseIds` then lists every lease the client holds,
     /// renewed or new, and `scheduledAtMs` are permits without leases; each
     /// call takes one of them and a kept lease.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_spacing_ms: Option<u64>,
     /// How long a lease lives from its grant or renewal unless released.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_ttl_ms: Option<u64>,
     /// Callers elsewhere wait for a concurrency slot: a lease this client
     /// is done with should go back now rather than wait for a ride.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub slot_waiters: bool,
     /// To a client that showed `slotClaim`: the claim to show next time.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -225,7 +199,6 @@ pub struct AcquireResponse {
     /// With a refusal for want of a slot, to a client that sent
     /// `turnTicket`: its place in line, to show when it comes back after
     /// `waitMs`.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub turn_ticket: Option<u64>,
 }
 
@@ -288,19 +261,15 @@ impl Decode for AcquireResponse {
 }
 
 /// `POST /v1/rate/release`: hand concurrency leases back.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReleaseRequest {
     pub bucket_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_scope_token: Option<String>,
     pub rules: Vec<PacingRule>,
     pub lease_ids: Vec<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
     /// Unused granted times going back alone, when no acquire would carry
     /// them in time (see [`AcquireRequest::returned_at_ms`]).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub returned_at_ms: Vec<u64>,
 }
 
@@ -319,8 +288,7 @@ impl Decode for ReleaseRequest {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ReleaseResponse {
     /// How many of the ids named a live lease (unknown and expired ids are
     /// a no-op, not an error).
@@ -337,17 +305,13 @@ impl Decode for ReleaseResponse {
 }
 
 /// `POST /v1/rate/penalize`: the provider answered 429 with this Retry-After.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PenalizeRequest {
     pub bucket_id: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_scope_token: Option<String>,
     pub cooldown_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub scheduler_schema: Option<String>,
     /// What the 429's headers said about the quota.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<QuotaReport>,
 }
 
@@ -364,11 +328,9 @@ impl Decode for PenalizeRequest {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PenalizeResponse {
     /// Absent when the gateway has not yet seen the bucket's rules.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub effective_requests_per_second: Option<f64>,
     pub cooldown_until_ms: u64,
 }
@@ -433,8 +395,4 @@ fn lease_id_list(f: &Fields<'_>, field: &str, items: &[Value]) -> Result<Vec<Str
             ))),
         })
         .collect()
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }

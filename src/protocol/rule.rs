@@ -3,12 +3,13 @@
 //! recovery.
 
 use serde::Serialize;
-use serde_json::Value;
 
 use super::limits;
 use crate::error::{Error, Result};
-use crate::json::{as_object, number_text, Fields};
+use crate::json::{number_text, push_decimal, Fields};
 
+/// `Serialize` is for the governor's snapshots and the bucket view, which
+/// hold rules; the wire writes them by hand (`encode.rs`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PacingRule {
@@ -45,11 +46,6 @@ impl PacingRule {
         self.requests_per_window as f64 * 1_000.0 / self.window_ms as f64
     }
 
-    pub(crate) fn from_value(value: &Value, path: &str) -> Result<Self> {
-        let fields = as_object(value, path)?;
-        Self::from_fields(&fields)
-    }
-
     fn from_fields(f: &Fields<'_>) -> Result<Self> {
         let adaptive_max_rps = f.opt_positive_number("adaptiveMaxRps", limits::MAX_RPS)?;
         if let Some(rps) = adaptive_max_rps.filter(|&r| r < limits::MIN_ADAPTIVE_MAX_RPS) {
@@ -77,23 +73,32 @@ pub(crate) fn rules_from(f: &Fields<'_>, field: &str) -> Result<Vec<PacingRule>>
     f.array(field, 1, limits::MAX_RULES)?
         .iter()
         .enumerate()
-        .map(|(i, v)| PacingRule::from_value(v, &f.item_path(field, i)))
+        .map(|(i, v)| PacingRule::from_fields(&f.item(field, i, v)?))
         .collect()
 }
 
 /// A canonical text for a set of rules, independent of their order, so two
 /// requests that describe the same limits map to the same bucket state.
 pub fn rules_signature(rules: &[PacingRule]) -> String {
+    // Written piece by piece rather than with `format!`: a pacer writes a
+    // signature for its first permit, which would otherwise compile core's
+    // formatter on the success path.
     let mut parts: Vec<String> = rules
         .iter()
         .map(|r| {
-            format!(
-                "{}/{}:{}:{}",
-                r.requests_per_window,
-                r.window_ms,
-                r.max_concurrency.map_or(String::new(), |c| c.to_string()),
-                r.adaptive_max_rps.map_or(String::new(), number_text),
-            )
+            let mut part = String::new();
+            push_decimal(&mut part, r.requests_per_window);
+            part.push('/');
+            push_decimal(&mut part, r.window_ms);
+            part.push(':');
+            if let Some(c) = r.max_concurrency {
+                push_decimal(&mut part, c);
+            }
+            part.push(':');
+            if let Some(rps) = r.adaptive_max_rps {
+                part.push_str(&number_text(rps));
+            }
+            part
         })
         .collect();
     crate::sort::heap_sort_by(&mut parts, |a, b| a < b);

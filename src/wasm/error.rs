@@ -10,6 +10,7 @@ use js_sys::Reflect;
 use wasm_bindgen::JsValue;
 
 use crate::error::{Detail, Error, ErrorCode, HostCause};
+#[cfg(feature = "governor")]
 use crate::protocol::BudgetKind;
 
 /// A JS value an error carries as its cause.
@@ -48,6 +49,7 @@ pub(crate) fn keep(value: JsValue) -> HostCause {
     HostCause::new(Kept { value, said: None })
 }
 
+#[cfg(feature = "governor")]
 /// A budget kind by the name `chargeBudget` takes.
 pub(crate) fn budget_kind(kind: &str) -> crate::error::Result<BudgetKind> {
     BudgetKind::from_key(kind).ok_or_else(|| {
@@ -60,6 +62,7 @@ pub(crate) fn budget_kind(kind: &str) -> crate::error::Result<BudgetKind> {
 
 /// The `createGovernor` policy field that sets a budget key's limit, for
 /// the message of its `BUDGET_EXCEEDED`.
+#[cfg(feature = "governor")]
 fn budget_setting(key: &str) -> Option<&'static str> {
     if let Some(kind) = BudgetKind::from_key(key) {
         return Some(kind.limit_name());
@@ -69,6 +72,22 @@ fn budget_setting(key: &str) -> Option<&'static str> {
         k if k.starts_with("childPerParent") => "maxChildPlayCallsPerParent",
         _ => return None,
     })
+}
+
+/// The message JS sees. A `BUDGET_EXCEEDED` also names the governor's
+/// setting that raises the limit; a module without the governor has no
+/// budgets to exceed, and no such setting.
+fn message_of(e: &Error) -> String {
+    #[cfg(feature = "governor")]
+    if let (ErrorCode::BudgetExceeded, Some(Detail::Budget { key, .. })) = (&e.code, &e.detail) {
+        if let Some(field) = budget_setting(key) {
+            return format!(
+                "{} Raise policy.budgets.{field} in createGovernor's options to allow more.",
+                e.message
+            );
+        }
+    }
+    e.message.clone()
 }
 
 fn set(target: &JsValue, key: &str, value: JsValue) {
@@ -99,19 +118,7 @@ impl From<Error> for JsValue {
             Some(Kept { value, said: None }) => set(&options, "cause", value.clone()),
             None => {}
         }
-        let message = match (&e.code, &e.detail) {
-            (ErrorCode::BudgetExceeded, Some(Detail::Budget { key, .. })) => {
-                match budget_setting(key) {
-                    Some(field) => format!(
-                        "{} Raise policy.budgets.{field} in createGovernor's options to allow more.",
-                        e.message
-                    ),
-                    None => e.message.clone(),
-                }
-            }
-            _ => e.message.clone(),
-        };
-        let js = js_sys::Error::new_with_options(&message, &options);
+        let js = js_sys::Error::new_with_options(&message_of(&e), &options);
         js.set_name("PacelineError");
         let target: JsValue = js.into();
         set(&target, "code", JsValue::from_str(e.code.as_str()));

@@ -3,10 +3,9 @@
 //! protocol's shapes; every call takes an explicit `nowMs`.
 
 use js_sys::Uint8Array;
-use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use super::js::{random_key, to_js};
+use super::js::{random_key, serde_to_js, to_js};
 use super::reader::{message, string, time, ObjectArg, MAX_SAFE_INTEGER};
 use crate::client::LOCAL_WINDOW_GUARD_MS;
 use crate::error::{Detail, Error};
@@ -185,7 +184,7 @@ impl JsGatewayCore {
         let token = o.opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?;
         let now = time(&now_ms, "nowMs")?;
         match self.core()?.bucket(&bucket_id, token.as_deref(), now)? {
-            Some(view) => to_js(&view),
+            Some(view) => serde_to_js(&view),
             None => Ok(JsValue::NULL),
         }
     }
@@ -353,7 +352,7 @@ fn record_pair(key: &str, bytes: Option<&[u8]>) -> JsValue {
     js_sys::Array::of2(&JsValue::from_str(key), &value).into()
 }
 
-fn respond<T: Serialize>(result: Result<T, Error>) -> Result<JsValue, JsValue> {
+fn respond<T: crate::json_write::Encode>(result: Result<T, Error>) -> Result<JsValue, JsValue> {
     to_js(&result?)
 }
 

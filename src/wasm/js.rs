@@ -1,11 +1,9 @@
 //! Crossing back to JS: promises, answers as plain objects, and the random
 //! seed. (What JS hands in is read by `reader`.)
 
-use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::error::{Detail, Error};
-use crate::protocol::encode;
 
 #[wasm_bindgen]
 extern "C" {
@@ -47,6 +45,7 @@ pub(crate) fn timers_allowed(what: &str) -> Result<(), Error> {
     }
 }
 
+#[cfg(any(feature = "governor", feature = "gateway-host"))]
 /// Fills `buf` from `crypto.getRandomValues`. workerd refuses random
 /// values outside a handler (at a module's top level); `what` names the
 /// operation that needed them, so the error says what to move.
@@ -60,6 +59,7 @@ fn fill_random(buf: &mut [u8], what: &str) -> Result<(), Error> {
     })
 }
 
+#[cfg(feature = "governor")]
 /// Eight bytes from `crypto.getRandomValues`.
 pub(crate) fn random_seed(what: &str) -> Result<u64, Error> {
     let mut buf = [0u8; 8];
@@ -75,8 +75,21 @@ pub(crate) fn random_key(what: &str) -> Result<[u8; 32], Error> {
     Ok(key)
 }
 
-pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsValue> {
-    js_sys::JSON::parse(&encode(value))
+#[cfg(any(feature = "governor", feature = "gateway-host"))]
+pub(crate) fn to_js<T: crate::json_write::Encode + ?Sized>(value: &T) -> Result<JsValue, JsValue> {
+    parsed(&crate::json_write::to_text(value))
+}
+
+/// A value that is no wire message (a governor's snapshot, a bucket's
+/// view) as a plain JS object, through serde.
+#[cfg(any(feature = "governor", feature = "gateway-host"))]
+pub(crate) fn serde_to_js<T: serde::Serialize>(value: &T) -> Result<JsValue, JsValue> {
+    parsed(&crate::json_write::serde_text(value))
+}
+
+#[cfg(any(feature = "governor", feature = "gateway-host"))]
+fn parsed(text: &str) -> Result<JsValue, JsValue> {
+    js_sys::JSON::parse(text)
         .map_err(|_| Error::invalid("a response did not encode as JSON").into())
 }
 

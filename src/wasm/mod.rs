@@ -1,6 +1,7 @@
 //! The JS face of paceline. Everything here is a thin adapter: it converts
 //! JS values to the core's types, calls the core, and converts back.
 
+#[cfg(feature = "governor")]
 mod budget;
 mod clock;
 mod error;
@@ -8,9 +9,12 @@ mod error;
 mod gateway;
 #[cfg(feature = "gateway-host")]
 mod gateway_client;
+#[cfg(feature = "governor")]
 mod governor;
+#[cfg(feature = "governor")]
 mod governor_options;
 mod js;
+#[cfg(feature = "governor")]
 mod leases;
 mod permit;
 mod port;
@@ -19,17 +23,21 @@ mod rate_input;
 mod rate_input_cache;
 mod rate_state;
 mod reader;
+#[cfg(feature = "governor")]
 mod registry;
 mod runtime;
 mod timers;
 
+#[cfg(feature = "governor")]
 pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;
 #[cfg(feature = "gateway-host")]
 pub use gateway::JsGatewayCore;
 #[cfg(feature = "gateway-host")]
 pub use gateway_client::JsGatewayClient;
+#[cfg(feature = "governor")]
 pub use governor::JsGovernor;
+#[cfg(feature = "governor")]
 pub use leases::{JsToolLease, JsWorkLease};
 pub use permit::JsPermit;
 pub use rate_state::JsGatewayRateState;

@@ -3,10 +3,6 @@
 
 use wasm_bindgen::prelude::*;
 
-use super::reader::string;
-use crate::error::Error;
-use crate::protocol::{decode, encode, limits, AcquireResponse};
-
 #[wasm_bindgen]
 pub fn version() -> String {
     crate::VERSION.to_owned()
@@ -16,12 +12,15 @@ pub fn version() -> String {
 /// returns it normalised: times rounded up to whole milliseconds, absent
 /// optional fields left out. Throws an `Error` with `code: "INVALID_INPUT"`
 /// naming the first bad field.
+#[cfg(feature = "wire-decoder")]
 #[wasm_bindgen(js_name = decodeAcquireResponse, unchecked_return_type = "WireAcquireResponse")]
 pub fn decode_acquire_response(
     #[wasm_bindgen(unchecked_param_type = "string")] body: JsValue,
 ) -> Result<JsValue, JsValue> {
-    let body = string(&body, "body", limits::MAX_BODY_BYTES)?;
+    use crate::protocol::{decode, encode, limits, AcquireResponse};
+    let body = super::reader::string(&body, "body", limits::MAX_BODY_BYTES)?;
     let response: AcquireResponse = decode(body.as_bytes())?;
-    js_sys::JSON::parse(&encode(&response))
-        .map_err(|_| Error::invalid("the decoded grant did not re-encode as JSON").into())
+    js_sys::JSON::parse(&encode(&response)).map_err(|_| {
+        crate::error::Error::invalid("the decoded grant did not re-encode as JSON").into()
+    })
 }

@@ -15,6 +15,7 @@ use super::rate_input::{
     BucketRef,
 };
 use super::rate_input_cache::InputCache;
+#[cfg(feature = "governor")]
 use super::registry::Registration;
 use super::runtime::{AbortBridge, JsRuntime};
 use crate::client::{GatewayPort, GatewayRateState, NotYet};
@@ -34,6 +35,7 @@ export type LocalRateState = never;
 #[wasm_bindgen(js_name = GatewayRateState)]
 pub struct JsGatewayRateState {
     pub(crate) inner: GatewayRateState,
+    #[cfg(feature = "governor")]
     registration: Registration,
     inputs: InputCache,
 }
@@ -43,6 +45,7 @@ pub struct JsGatewayRateState {
 #[wasm_bindgen(js_name = LocalRateState)]
 pub struct JsLocalRateState {
     pub(crate) inner: GatewayRateState,
+    #[cfg(feature = "governor")]
     registration: Registration,
     inputs: InputCache,
 }
@@ -60,6 +63,7 @@ macro_rules! rate_state_methods {
             /// How `createGovernor` finds this state: a token only this
             /// object hands out. The build takes this method off the class
             /// and keeps it module-private (see `registry`).
+            #[cfg(feature = "governor")]
             #[wasm_bindgen(js_name = pacelineStateToken, skip_typescript)]
             pub fn state_token(&self) -> JsValue {
                 self.registration.token()
@@ -161,10 +165,10 @@ macro_rules! rate_state_methods {
 
         impl $name {
             fn keep(inner: GatewayRateState) -> Self {
-                let registration = Registration::rate(&inner);
                 $name {
+                    #[cfg(feature = "governor")]
+                    registration: Registration::rate(&inner),
                     inner,
-                    registration,
                     inputs: InputCache::default(),
                 }
             }

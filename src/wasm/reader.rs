@@ -15,8 +15,7 @@ use wasm_bindgen_futures::JsFuture;
 use super::error::keep;
 use crate::error::{Detail, Error, Result};
 use crate::json::as_object;
-use crate::protocol::{decode, limits, rules_from, Message, PacingRule};
-use crate::time::Millis;
+use crate::protocol::{limits, rules_from, PacingRule};
 
 #[wasm_bindgen]
 extern "C" {
@@ -85,6 +84,7 @@ fn absent(value: &JsValue) -> bool {
 
 /// A string argument, refused unread past `max_bytes` (UTF-16 units can
 /// only grow in UTF-8, so the length is checked before the copy).
+#[cfg(any(feature = "wire-decoder", feature = "gateway-host"))]
 pub(crate) fn string(value: &JsValue, path: &str, max_bytes: usize) -> Result<String> {
     string_at(value, Path::Given(path), max_bytes)
 }
@@ -157,6 +157,7 @@ fn json_text(value: &JsValue, path: Path) -> Result<String> {
     string_at(&text.into(), path, limits::MAX_BODY_BYTES)
 }
 
+#[cfg(feature = "governor")]
 /// `value` as a JSON value; `undefined`, functions and symbols are refused.
 pub(crate) fn json(value: &JsValue, path: &str) -> Result<Value> {
     json_at(value, Path::Given(path))
@@ -167,9 +168,10 @@ fn json_at(value: &JsValue, path: Path) -> Result<Value> {
     Ok(crate::json_parse::parse(text.as_bytes()).unwrap_or(Value::Null))
 }
 
+#[cfg(any(feature = "governor", feature = "gateway-host"))]
 /// Reads and validates one protocol message (a wire request, a grant).
-pub(crate) fn message<M: Message>(value: &JsValue) -> Result<M> {
-    decode(json_text(value, Path::Given(""))?.as_bytes())
+pub(crate) fn message<M: crate::json::Decode>(value: &JsValue) -> Result<M> {
+    crate::protocol::decode(json_text(value, Path::Given(""))?.as_bytes())
 }
 
 /// An object argument whose fields are read one at a time, by name.
@@ -248,6 +250,7 @@ impl ObjectArg {
             .transpose()
     }
 
+    #[cfg(feature = "governor")]
     /// A required string field.
     pub fn string(&self, key: &str, max_bytes: usize) -> Result<String> {
         self.opt_string(key, max_bytes)?.ok_or_else(|| {
@@ -267,6 +270,7 @@ impl ObjectArg {
             .transpose()
     }
 
+    #[cfg(feature = "governor")]
     /// A duration in milliseconds: a finite number >= 0, as given.
     pub fn opt_duration(&self, key: &str) -> Result<Option<f64>> {
         self.get(key)?
@@ -277,9 +281,12 @@ impl ObjectArg {
             .transpose()
     }
 
+    #[cfg(feature = "governor")]
     /// A measured duration (a latency), rounded to the nearest millisecond.
-    pub fn opt_millis(&self, key: &str) -> Result<Option<Millis>> {
-        Ok(self.opt_duration(key)?.map(|ms| ms.round() as Millis))
+    pub fn opt_millis(&self, key: &str) -> Result<Option<crate::time::Millis>> {
+        Ok(self
+            .opt_duration(key)?
+            .map(|ms| ms.round() as crate::time::Millis))
     }
 
     /// A list of pacing rules, checked as the wire checks a request's, and
@@ -307,8 +314,9 @@ impl ObjectArg {
         rules_from(&as_object(&wrapped, &self.path)?, key)
     }
 
+    #[cfg(feature = "governor")]
     /// A whole field read as a protocol value.
-    pub fn message<M: Message>(&self, key: &str) -> Result<Option<M>> {
+    pub fn message<M: crate::json::Decode>(&self, key: &str) -> Result<Option<M>> {
         self.get(key)?.map(|v| message(&v)).transpose()
     }
 }

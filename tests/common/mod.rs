@@ -150,6 +150,11 @@ pub fn acquire_rejects() -> Vec<Reject> {
             "body must be an object, got []",
         ),
         r(
+            "a rule that is not an object",
+            format!(r#"{{"bucketId":"b","rules":[{RULE},7],"requested":1}}"#),
+            "rules[1] must be an object, got 7",
+        ),
+        r(
             "missing bucketId",
             r#"{"rules":[{"requestsPerWindow":1,"windowMs":1}],"requested":1}"#.into(),
             "bucketId is required",
@@ -293,6 +298,11 @@ pub fn other_rejects() -> Vec<(&'static str, Result<String, String>, &'static st
                 r#"{"rootRunId":"r","reservationId":"x","charges":[{"key":"toolCall","amount":0,"limit":3}]}"#,
             ),
             "charges[0].amount must be a positive integer",
+        ),
+        (
+            "a charge that is not an object",
+            err::<ChargeRequest>(r#"{"rootRunId":"r","reservationId":"x","charges":["retry"]}"#),
+            "charges[0] must be an object, got \"retry\"",
         ),
         (
             "charge naming a key twice",

@@ -39,7 +39,9 @@ pub(super) struct Riders {
 pub(super) type Ticket = (String, u64);
 
 fn batch_key(bucket_id: &str, rules_key: &str) -> String {
-    format!("{bucket_id}\0{rules_key}")
+    // Joined, not formatted: every acquire that goes to the gateway looks
+    // up its batch, and `format!` would compile core's formatter there.
+    [bucket_id, rules_key].join("\0")
 }
 
 impl GatewayRateState {

@@ -1,0 +1,143 @@
+// The limiter module ("paceline/limiter"): the client module without the
+// governor, for isolates that only pace their calls through a shared
+// gateway. In a real workerd, a Worker bundled from `import ... from
+// "paceline/limiter"` ships only the limiter .wasm and paces its calls
+// through a gateway Worker (the full module, in a Durable Object) over a
+// service binding; in Node, its entry exports the client entry's API less
+// the governor's. Real time; the assertions are invariants of the
+// schedule, not durations.
+import assert from "node:assert/strict";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { Miniflare } from "miniflare";
+import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+
+const limiterWorker = `
+import * as limiterModule from "paceline/limiter";
+const { createLimiter, fetchPort } = limiterModule;
+export default {
+  async fetch(request, env) {
+    if (new URL(request.url).pathname === "/exports") return Response.json(Object.keys(limiterModule).sort());
+    const port = fetchPort({ fetch: (url, init) => env.GATEWAY.fetch(url, init), baseUrl: "http://gateway" });
+    const limiter = createLimiter({ port, bucketId: "limiter-module", rules: [{ requestsPerWindow: 5, windowMs: 1000 }] });
+    const times = await Promise.all(Array.from({ length: 8 }, () => limiter.schedule(() => Date.now())));
+    return Response.json(times);
+  },
+};`;
+
+// What the limiter module leaves out of the client module's API: the
+// governor, its leases, the budget states it charges, and the grant
+// decoder for clients written in JS (its limiters decode grants in the
+// wasm).
+const leftOut = [
+  "GatewayBudgetState",
+  "Governor",
+  "LocalBudgetState",
+  "ToolLease",
+  "WorkLease",
+  "createGovernor",
+  "decodeAcquireResponse",
+];
+
+describe("the limiter module in workerd, beside a gateway Worker", () => {
+  let mf;
+  let limiterOptions;
+  before(async () => {
+    const work = mkdtempSync(join(tmpdir(), "paceline-limiter-module-"));
+    const entry = join(work, "limiter-worker.mjs");
+    writeFileSync(entry, limiterWorker);
+    limiterOptions = await bundleWorker(entry);
+    const gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
+    mf = new Miniflare({
+      workers: [
+        { name: "limiter", ...limiterOptions, serviceBindings: { GATEWAY: "gateway" } },
+        {
+          name: "gateway",
+          ...gatewayOptions,
+          durableObjects: { PACELINE_GATEWAY: "PacelineGateway" },
+          bindings: { PACELINE_WINDOW_GUARD_MS: "0" },
+        },
+      ],
+    });
+  });
+  after(() => mf?.dispose());
+
+  test("a Worker importing paceline/limiter ships the limiter .wasm and no other", () => {
+    const bundled = readFileSync(limiterOptions.scriptPath, "utf8");
+    assert.match(bundled, /from "\.\/paceline_limiter_bg\.wasm"/);
+    assert.doesNotMatch(bundled, /paceline_bg\.wasm|paceline_client_bg\.wasm/);
+  });
+
+  test("its exports are the client module's less the governor's and the grant decoder", async () => {
+    const exports = await (await mf.dispatchFetch("http://limiter/exports")).json();
+    const client = await import(join(pkgDir, "paceline_client_node.js"));
+    const expected = Object.keys(client)
+      .filter((name) => !leftOut.includes(name))
+      .sort();
+    assert.deepEqual(exports, expected);
+    for (const name of leftOut) assert.ok(name in client, `${name} is no longer in paceline/client`);
+  });
+
+  test("its limiter paces calls through the gateway Worker: at most 5 in any 1 s window", async () => {
+    const res = await mf.dispatchFetch("http://limiter/");
+    assert.equal(res.status, 200, await res.clone().text());
+    const times = (await res.json()).sort((a, b) => a - b);
+    assert.equal(times.length, 8);
+    for (let i = 5; i < times.length; i++) {
+      assert.ok(times[i] - times[i - 5] >= 1000 - 5, `6 calls within ${times[i] - times[i - 5]} ms: ${times}`);
+    }
+  });
+});
+
+describe("the limiter module's package entries", () => {
+  test("package.json routes paceline/limiter's workerd, node and default conditions to its entries", () => {
+    const pkg = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8"));
+    assert.deepEqual(pkg.exports["./limiter"], {
+      types: "./limiter.d.ts",
+      workerd: "./paceline_limiter_workerd.js",
+      node: "./paceline_limiter_node.js",
+      default: "./limiter.js",
+    });
+    const entry = readFileSync(join(pkgDir, "paceline_limiter_workerd.js"), "utf8");
+    assert.match(entry, /import wasm from "\.\/paceline_limiter_bg\.wasm"/);
+    assert.match(entry, /initSync\(\{ module: wasm \}\)/);
+  });
+
+  const gatewayTransport = async () => {
+    const { GatewayCore, coreTransport } = await import("../lib/node-package.mjs").then((m) => m.paceline);
+    return coreTransport(new GatewayCore());
+  };
+  const rules = [{ requestsPerWindow: 10, windowMs: 1000 }];
+
+  test("its web entry works once initSync({ module }) is given the limiter .wasm", async () => {
+    const web = await import(join(pkgDir, "limiter.js"));
+    web.initSync({ module: new WebAssembly.Module(readFileSync(join(pkgDir, "paceline_limiter_bg.wasm"))) });
+    const state = new web.GatewayRateState(await gatewayTransport());
+    const permit = await state.acquire({ bucketId: "b", rules });
+    assert.ok(permit instanceof web.Permit);
+    await permit.release();
+    state.free();
+  });
+
+  test("a GatewayRateState from the Node entry hands out a permit and takes it back", async () => {
+    const limiterModule = await import(join(pkgDir, "paceline_limiter_node.js"));
+    assert.equal(limiterModule.createGovernor, undefined);
+    const state = new limiterModule.GatewayRateState(await gatewayTransport());
+    const permit = await state.acquire({ bucketId: "b", rules });
+    assert.ok(permit instanceof limiterModule.Permit);
+    await permit.release();
+    state.free();
+  });
+
+  test("a limiter without a port is INVALID_INPUT saying a port is required there", async () => {
+    const limiterModule = await import(join(pkgDir, "paceline_limiter_node.js"));
+    assert.equal(limiterModule.LocalRateState, undefined);
+    assert.throws(
+      () => limiterModule.createLimiter({ bucketId: "b", rules }),
+      (e) =>
+        e.code === "INVALID_INPUT" && /port is required with paceline\/client and paceline\/limiter/.test(e.message),
+    );
+  });
+});

@@ -202,6 +202,7 @@ fn an_acquire_request_encodes_every_field_by_its_wire_name_in_order() {
         slots_wanted: None,
         held_lease_ids: Vec::new(),
         turn_ticket: None,
+        slot_claim: None,
         slot_kind: SlotKind::Streamed,
     };
     assert_eq!(
@@ -229,6 +230,7 @@ fn an_acquire_request_encodes_every_field_by_its_wire_name_in_order() {
         slots_wanted: Some(2),
         held_lease_ids: vec!["h".into()],
         turn_ticket: Some(0),
+        slot_claim: Some(4),
         slot_kind: SlotKind::Paced,
         ..minimal
     };
@@ -240,7 +242,7 @@ fn an_acquire_request_encodes_every_field_by_its_wire_name_in_order() {
             r#""requested":5,"observedSuccesses":7,"schedulerSchema":"s","dispatchLeadMs":40,"#,
             r#""returnedAtMs":[1,2],"bookNextTurn":true,"releasedLeaseIds":["r"],"#,
             r#""quota":{"observedAtMs":9,"limit":100,"windowMs":60000,"remaining":4,"resetAtMs":99},"#,
-            r#""slotsWanted":2,"heldLeaseIds":["h"],"turnTicket":0,"slotKind":"paced"}"#
+            r#""slotsWanted":2,"heldLeaseIds":["h"],"turnTicket":0,"slotClaim":4,"slotKind":"paced"}"#
         )
     );
 }
@@ -260,6 +262,9 @@ fn an_acquire_response_and_an_error_body_encode_every_field_by_its_wire_name_in_
         lease_spacing_ms: Some(8),
         lease_ttl_ms: Some(9),
         slot_waiters: true,
+        slot_claim: Some(11),
+        slot_share: Some(3),
+        slot_keep: Some(2),
         turn_ticket: Some(3),
     };
     assert_eq!(
@@ -268,7 +273,7 @@ fn an_acquire_response_and_an_error_body_encode_every_field_by_its_wire_name_in_
             r#"{"granted":2,"waitMs":0,"scheduledAtMs":[10,20],"leaseIds":["a","b"],"#,
             r#""effectiveRequestsPerSecond":0.5,"cooldownUntilMs":5,"serverNowMs":6,"#,
             r#""dispatchToleranceMs":7,"keptLeaseIds":[],"leaseSpacingMs":8,"leaseTtlMs":9,"#,
-            r#""slotWaiters":true,"turnTicket":3}"#
+            r#""slotWaiters":true,"slotClaim":11,"slotShare":3,"slotKeep":2,"turnTicket":3}"#
         )
     );
     let error =

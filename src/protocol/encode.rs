@@ -84,7 +84,8 @@ impl Encode for AcquireRequest {
             .opt("quota", &self.quota)
             .opt("slotsWanted", &self.slots_wanted)
             .list("heldLeaseIds", &self.held_lease_ids)
-            .opt("turnTicket", &self.turn_ticket);
+            .opt("turnTicket", &self.turn_ticket)
+            .opt("slotClaim", &self.slot_claim);
         if !self.slot_kind.is_streamed() {
             o.field("slotKind", &self.slot_kind);
         }
@@ -110,6 +111,9 @@ impl Encode for AcquireResponse {
             .opt("leaseSpacingMs", &self.lease_spacing_ms)
             .opt("leaseTtlMs", &self.lease_ttl_ms)
             .flag("slotWaiters", self.slot_waiters)
+            .opt("slotClaim", &self.slot_claim)
+            .opt("slotShare", &self.slot_share)
+            .opt("slotKeep", &self.slot_keep)
             .opt("turnTicket", &self.turn_ticket)
             .end();
     }

@@ -61,7 +61,6 @@ pub struct AcquireRequest {
     /// counts each claim's slots and wants, to split the slots fairly
     /// among clients that keep several. An older client sends none and is
     /// treated as before: it waits only while it holds no slot.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub slot_claim: Option<u64>,
     /// With `slotsWanted`: the kind of slots the client keeps. `paced`
     /// (its calls are short): slots kept as a semaphore, each call also
@@ -183,18 +182,15 @@ pub struct AcquireResponse {
     /// is done with should go back now rather than wait for a ride.
     pub slot_waiters: bool,
     /// To a client that showed `slotClaim`: the claim to show next time.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub slot_claim: Option<u64>,
     /// With `slotWaiters`, to a client that showed `slotClaim`: its fair
     /// share of the slots, the most it asks to hold while others wait.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub slot_share: Option<u64>,
     /// With `slotShare`: how many it keeps through the ends of its chains
     /// (one less than the share when the slots do not split evenly, so
     /// that the odd ones move round the fleet). It gives back chains that
     /// ran their length down to this many. Without it (an older gateway)
     /// a client gives back every chain that ran its length.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub slot_keep: Option<u64>,
     /// With a refusal for want of a slot, to a client that sent
     /// `turnTicket`: its place in line, to show when it comes back after

@@ -368,17 +368,15 @@ impl GatewayRateState {
                     s.clock.lead_ms(),
                     whole_horizon && !guessing && (!concurrency || paced),
                     s.quota.pending.take(),
-                    slots,
+                    // Kept slots: with the claim that counts this isolate's
+                    // share.
+                    slots.map(|slots| (slots, s.refill.slot_claim.unwrap_or(0))),
                     turn_ticket,
                 )
             });
-        // Kept slots: the claim that counts this isolate's share.
-        let slot_claim = slots
-            .as_ref()
-            .map(|_| self.state(bucket_id, |s| s.refill.slot_claim.unwrap_or(0)));
-        let (slots_wanted, held_lease_ids, slot_kind) = match slots {
-            Some((wanted, held, kind)) => (Some(wanted), held, kind),
-            None => (None, Vec::new(), SlotKind::Streamed),
+        let (slots_wanted, held_lease_ids, slot_kind, slot_claim) = match slots {
+            Some(((wanted, held, kind), claim)) => (Some(wanted), held, kind, Some(claim)),
+            None => (None, Vec::new(), SlotKind::Streamed, None),
         };
         // A lease released a moment ago rides on this acquire instead of a
         // release of its own.

@@ -206,12 +206,20 @@ impl LeasePool {
     /// chain, and the gateway would not renew it anyway.
     pub fn renew_by(&self) -> Option<Millis> {
         let sheds = self.sheds();
-        let renewed = |l: &KeptLease| {
-            let goes_back = sheds && l.granted_at + LEASE_CHAIN_MS <= l.start_by;
-            (!goes_back).then_some(l.start_by.saturating_sub(RENEW_EVERY_MS / 4))
+        let mut by = None;
+        let mut note = |l: &KeptLease| {
+            if !(sheds && l.granted_at + LEASE_CHAIN_MS <= l.start_by) {
+                let at = l.start_by.saturating_sub(RENEW_EVERY_MS / 4);
+                by = Some(by.map_or(at, |by: Millis| by.min(at)));
+            }
         };
-        let in_call = self.in_call.values().filter(|c| c.keep).map(|c| &c.lease);
-        self.idle.iter().chain(in_call).filter_map(renewed).min()
+        for lease in &self.idle {
+            note(lease);
+        }
+        for call in self.in_call.values().filter(|c| c.keep) {
+            note(&call.lease);
+        }
+        by
     }
 
     pub fn renewal_due(&self, now: Millis) -> bool {

@@ -258,29 +258,26 @@ impl GatewayRateState {
         // about then (a ticket shown early only books the client again),
         // a trip early to arrive on time.
         // A paced pool left with no slot for the permits it holds asks now.
-        // A streamed pool's lease due for renewal goes no later than then.
-        let (not_before, early, renew_by) = self.state(bucket_id, |s| {
-            let renew_by = s
-                .pool
-                .as_ref()
-                .filter(|p| !p.paced())
-                .and_then(|p| p.renew_by());
+        let (not_before, early) = self.state(bucket_id, |s| {
             let stranded = s
                 .pool
                 .as_ref()
                 .is_some_and(|p| p.paced() && p.coming() == 0)
                 && s.block.as_ref().is_some_and(|b| !b.slots.is_empty());
-            let (not_before, early) = match s.refill.turn_ticket {
+            // A streamed pool's lease due for renewal goes no later than
+            // then.
+            let pool = s.pool.as_ref().filter(|p| !p.paced());
+            let not_before = pool
+                .and_then(|p| p.renew_by())
+                .map_or(s.refill.not_before, |at| at.min(s.refill.not_before));
+            match s.refill.turn_ticket {
                 _ if stranded => (0, 0),
-                Some(_) => (s.refill.not_before, s.clock.rtt_ms() / 2),
-                None => (s.refill.not_before, s.clock.rtt_ms() + REFILL_POLL_MS),
-            };
-            (not_before, early, renew_by)
+                Some(_) => (not_before, s.clock.rtt_ms() / 2),
+                None => (not_before, s.clock.rtt_ms() + REFILL_POLL_MS),
+            }
         });
         let now = self.inner.rt.now_ms();
-        let start_at = not_before
-            .saturating_sub(early)
-            .min(renew_by.unwrap_or(Millis::MAX));
+        let start_at = not_before.saturating_sub(early);
         if start_at > now {
             self.inner.rt.sleep(start_at - now).await;
         }

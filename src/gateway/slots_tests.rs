@@ -145,18 +145,7 @@ fn while_others_wait_a_chain_is_renewed_only_up_to_its_limit() {
         &held, 0, false, false, None, late, late, HORIZON, TTL, &mut ids,
     );
     assert_eq!(alone.kept, held, "nobody waits: the chain goes on");
-    let refused = b.hand_slots(
-        &[],
-        1,
-        false,
-        false,
-        None,
-        late,
-        late,
-        HORIZON,
-        TTL,
-        &mut ids,
-    );
+    let refused = ask_as_older(&mut b, &mut ids, 1, late);
     assert!(refused.new.is_empty() && refused.kept.is_empty());
     let contended = b.hand_slots(
         &held,
@@ -185,6 +174,11 @@ fn while_others_wait_slots_go_one_at_a_time_and_never_back_to_their_giver() {
     let held = vec![first.new[0].0.clone()];
     let again = b.hand_slots(&held, 2, false, false, None, 2, 2, HORIZON, TTL, &mut ids);
     assert_eq!((again.kept.len(), again.new.len()), (1, 1));
+}
+
+/// An older client (no claim) holding no slot asks for `wanted` at `now`.
+fn ask_as_older(b: &mut Bucket, ids: &mut LeaseIds, wanted: u64, now: Micros) -> SlotGrant {
+    b.hand_slots(&[], wanted, false, false, None, now, now, HORIZON, TTL, ids)
 }
 
 /// A client showing a claim: asks for `wanted` more while holding
@@ -271,18 +265,7 @@ fn an_older_client_waiting_with_none_takes_chains_back_from_clients_with_claims(
     let (mut ids, mut b) = (ids(), bucket(20, 2));
     let (a, held) = ask(&mut b, &mut ids, 0, &[], 2, 0);
     let late = MAX_CHAIN_US;
-    let older = b.hand_slots(
-        &[],
-        1,
-        false,
-        false,
-        None,
-        late,
-        late,
-        HORIZON,
-        TTL,
-        &mut ids,
-    );
+    let older = ask_as_older(&mut b, &mut ids, 1, late);
     assert!(older.new.is_empty());
     let (_, after) = ask(&mut b, &mut ids, a, &held, 0, late + 1);
     assert!(after.is_empty(), "both chains ran their length: {after:?}");

@@ -37,6 +37,12 @@ struct Claim {
     sheds_at: Option<Micros>,
 }
 
+impl Claim {
+    fn heard_lately(&self, now: Micros) -> bool {
+        self.seen.saturating_add(CLAIM_MEMORY_US) > now
+    }
+}
+
 /// A bucket's claims. Not kept in a snapshot: a restored gateway hears
 /// every client that keeps slots again within a renewal, and until then
 /// splits the slots among those it has heard.
@@ -142,9 +148,7 @@ impl SlotClaims {
         let others = || {
             self.claims
                 .iter()
-                .filter(move |&&(other, c)| {
-                    other != id && c.seen.saturating_add(CLAIM_MEMORY_US) > now
-                })
+                .filter(move |&&(other, c)| other != id && c.heard_lately(now))
                 .map(|&(_, c)| c)
         };
         let (level, odd) = even_level(|| others().map(|c| c.wants).chain([wants]), max)?;
@@ -161,7 +165,7 @@ impl SlotClaims {
     pub fn next_shed(&self, now: Micros) -> Option<Micros> {
         self.claims
             .iter()
-            .filter(|(_, c)| c.seen.saturating_add(CLAIM_MEMORY_US) > now)
+            .filter(|(_, c)| c.heard_lately(now))
             .filter_map(|(_, c)| c.sheds_at)
             .min()
     }
@@ -179,8 +183,7 @@ impl SlotClaims {
     }
 
     fn forget_stale(&mut self, now: Micros) {
-        self.claims
-            .retain(|(_, c)| c.seen.saturating_add(CLAIM_MEMORY_US) > now);
+        self.claims.retain(|(_, c)| c.heard_lately(now));
     }
 }
 

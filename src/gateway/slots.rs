@@ -268,16 +268,6 @@ impl Bucket {
                 self.leases.streams.claims.unclaimed_refused(now);
             }
         }
-        let left_holding = holding + granted;
-        let sharing = share.filter(|s| s.others_short);
-        let sheds_at = sharing
-            .filter(|s| left_holding > s.keep)
-            .map(|_| oldest_kept.saturating_add(MAX_CHAIN_US));
-        if let Some(id) = claim {
-            let claims = &mut self.leases.streams.claims;
-            claims.heard(id, left_holding, holds + wanted, sheds_at, now);
-        }
-        let in_line = granted < wanted && sharing.is_some_and(|s| left_holding < s.most);
         let adaptive_interval = self.adaptive_interval();
         let mut new = Vec::with_capacity(granted as usize);
         for taken in 0..granted {
@@ -307,11 +297,24 @@ impl Bucket {
             self.leases.streams.chains.insert(id, now);
             new.push((format_lease_id(id), ceil_ms(at)));
         }
+        // What the client is left holding: a grant cut short by the
+        // horizon counts only the leases it got.
+        let left_holding = (kept.len() + new.len()) as u64;
+        let sharing = share.filter(|s| s.others_short);
+        let sheds_at = sharing
+            .filter(|s| left_holding > s.keep)
+            .map(|_| oldest_kept.saturating_add(MAX_CHAIN_US));
+        let in_line =
+            left_holding < holding + wanted && sharing.is_some_and(|s| left_holding < s.most);
+        let claims = &mut self.leases.streams.claims;
+        if let Some(id) = claim {
+            claims.heard(id, left_holding, holds + wanted, sheds_at, now);
+        }
         let claim = claim.map(|claim| ClaimAnswer {
             claim,
             share,
-            holds: (kept.len() + new.len()) as u64,
-            unclaimed_waiting: self.leases.streams.claims.unclaimed_waiting(now),
+            holds: left_holding,
+            unclaimed_waiting: claims.unclaimed_waiting(now),
         });
         SlotGrant {
             kept,

@@ -355,8 +355,9 @@ impl GatewayRateState {
 
     /// Whether a caller here without a lease should wait for one handed
     /// on rather than ask the gateway: a lease is coming, and either one
-    /// is idle for a caller ahead of it, others holding fewer wait for slots, the
-    /// gateway booked this isolate a turn, or this isolate's first call
+    /// is idle for a caller ahead of it, others wait for slots while this
+    /// isolate holds its share, the gateway booked this isolate a turn, or
+    /// this isolate's first call
     /// has not yet run long enough to tell which kind of slot pays (more
     /// streamed slots for calls that turn out short would go back after
     /// one call each, and keep the fleet from turning to paced slots).

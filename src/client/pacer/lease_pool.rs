@@ -119,6 +119,7 @@ impl LeasePool {
         }
     }
 
+    /// Every lease here, those going back when their calls end too.
     fn holds(&self) -> u64 {
         (self.idle.len() + self.in_call.len()) as u64
     }
@@ -133,9 +134,10 @@ impl LeasePool {
     /// Whether leases whose chains ran their length go back when their
     /// calls end: others wait, and this isolate holds more than it keeps
     /// while they do. It gives them back one by one down to that count,
-    /// as the gateway's renewals would.
+    /// as the gateway's renewals would; both count the leases it would keep
+    /// (those it renews), not one already going back.
     pub fn sheds(&self) -> bool {
-        self.others_wait && self.holds() > self.keep.unwrap_or(0)
+        self.others_wait && self.coming() as u64 > self.keep.unwrap_or(0)
     }
 
     /// Whether the caller holding `ticket` may take an idle lease now:

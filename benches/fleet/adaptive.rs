@@ -10,7 +10,7 @@ use paceline::sim::scenarios::{
     overstated_rule_through_stalling_call_tool, rising_limit, rising_stated_limit, time_to_reach,
     RISING_LIMIT_AT_MS,
 };
-use paceline::sim::{run_fleet, FleetReport};
+use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
 /// The hidden limit's figures depend on where the last probe falls against
 /// the rise: the same scenario with the rise at each second from 56 to 64 s,
@@ -112,16 +112,13 @@ fn rising_limit_figures(r: &FleetReport, rise: u64) -> (f64, f64, bool, Option<u
     )
 }
 
-/// Peer scenario b's shape (8/s, then 20/s, no headers) with the rise at
-/// 10 s, scenario c's (the same, stated), and b's with the rise at each
-/// half second of 8-12 s: where the probes fall against the rise decides
-/// most of b's raised half.
-pub fn rising_limit_rows(horizon: u64) {
+/// One run of a rising limit with the rise at 10 s, as a table row.
+fn rising_limit_row(label: &str, config: &FleetConfig, horizon: u64) {
     let start = Instant::now();
-    let r = run_fleet(&rising_limit(horizon));
+    let r = run_fleet(config);
     let (low, raised, late_429, back) = rising_limit_figures(&r, RISING_LIMIT_AT_MS);
     println!(
-        "| peer scenario b's shape: 4 x 4 callers, 8/s for 10 s, then 20/s | {horizon} | {} | {} | {} | {:.4} | low half {:.1}% of 8/s, raised half {:.1}% of 20/s; a 429 in the 2 s before the rise: {late_429}; back to 95% of 20/s in {} | {:.1} ms |",
+        "| {label} | {horizon} | {} | {} | {} | {:.4} | low half {:.1}% of 8/s, raised half {:.1}% of 20/s; a 429 in the 2 s before the rise: {late_429}; back to 95% of 20/s in {} | {:.1} ms |",
         r.dispatches.len(),
         r.windows_over(20, 1_000),
         r.rejections.len(),
@@ -131,19 +128,22 @@ pub fn rising_limit_rows(horizon: u64) {
         back.map_or("not within the run".into(), |ms| format!("{ms} ms")),
         start.elapsed().as_secs_f64() * 1e3,
     );
-    let start = Instant::now();
-    let r = run_fleet(&rising_stated_limit(horizon));
-    let (low, raised, late_429, back) = rising_limit_figures(&r, RISING_LIMIT_AT_MS);
-    println!(
-        "| peer scenario c's shape: the same, every answer stating the limit in force | {horizon} | {} | {} | {} | {:.4} | low half {:.1}% of 8/s, raised half {:.1}% of 20/s; a 429 in the 2 s before the rise: {late_429}; back to 95% of 20/s in {} | {:.1} ms |",
-        r.dispatches.len(),
-        r.windows_over(20, 1_000),
-        r.rejections.len(),
-        r.round_trips_per_permit(),
-        low * 100.0,
-        raised * 100.0,
-        back.map_or("not within the run".into(), |ms| format!("{ms} ms")),
-        start.elapsed().as_secs_f64() * 1e3,
+}
+
+/// Peer scenario b's shape (8/s, then 20/s, no headers) with the rise at
+/// 10 s, scenario c's (the same, stated), and b's with the rise at each
+/// half second of 8-12 s: where the probes fall against the rise decides
+/// most of b's raised half.
+pub fn rising_limit_rows(horizon: u64) {
+    rising_limit_row(
+        "peer scenario b's shape: 4 x 4 callers, 8/s for 10 s, then 20/s",
+        &rising_limit(horizon),
+        horizon,
+    );
+    rising_limit_row(
+        "peer scenario c's shape: the same, every answer stating the limit in force",
+        &rising_stated_limit(horizon),
+        horizon,
     );
     let start = Instant::now();
     let runs: Vec<_> = (0..9)

@@ -13,7 +13,8 @@ import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
-import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { bundleWorker, repoRoot } from "../lib/bundle-worker.mjs";
+import { describeModuleEntries } from "../lib/module-entries.mjs";
 
 const clientWorker = `
 import * as client from "paceline/client";
@@ -113,54 +114,4 @@ describe("the client module in workerd, beside a gateway Worker", () => {
   });
 });
 
-describe("the client module's package entries", () => {
-  test("package.json routes paceline/client's workerd, node and default conditions to its entries", () => {
-    const pkg = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8"));
-    assert.deepEqual(pkg.exports["./client"], {
-      types: "./client.d.ts",
-      workerd: "./paceline_client_workerd.js",
-      node: "./paceline_client_node.js",
-      default: "./client.js",
-    });
-    const entry = readFileSync(join(pkgDir, "paceline_client_workerd.js"), "utf8");
-    assert.match(entry, /import wasm from "\.\/paceline_client_bg\.wasm"/);
-    assert.match(entry, /initSync\(\{ module: wasm \}\)/);
-  });
-
-  // A gateway in this process, from the full module, reached over a plain
-  // transport: the client module talks to it as to any other.
-  const gatewayTransport = async () => {
-    const { GatewayCore, coreTransport } = await import("../lib/node-package.mjs").then((m) => m.paceline);
-    return coreTransport(new GatewayCore());
-  };
-  const rules = [{ requestsPerWindow: 10, windowMs: 1000 }];
-
-  test("its web entry works once initSync({ module }) is given the client .wasm", async () => {
-    const web = await import(join(pkgDir, "client.js"));
-    web.initSync({ module: new WebAssembly.Module(readFileSync(join(pkgDir, "paceline_client_bg.wasm"))) });
-    const state = new web.GatewayRateState(await gatewayTransport());
-    const permit = await state.acquire({ bucketId: "b", rules });
-    assert.ok(permit instanceof web.Permit);
-    await permit.release();
-    state.free();
-  });
-
-  test("a GatewayRateState from the Node entry hands out a permit and takes it back", async () => {
-    const client = await import(join(pkgDir, "paceline_client_node.js"));
-    assert.equal(client.GatewayCore, undefined);
-    const state = new client.GatewayRateState(await gatewayTransport());
-    const permit = await state.acquire({ bucketId: "b", rules });
-    assert.ok(permit instanceof client.Permit);
-    await permit.release();
-    state.free();
-  });
-
-  test("a limiter without a port is INVALID_INPUT saying a port is required there", async () => {
-    const client = await import(join(pkgDir, "paceline_client_node.js"));
-    assert.equal(client.LocalRateState, undefined);
-    assert.throws(
-      () => client.createLimiter({ bucketId: "b", rules }),
-      (e) => e.code === "INVALID_INPUT" && /port is required with paceline\/client/.test(e.message),
-    );
-  });
-});
+describeModuleEntries("client", "GatewayCore");

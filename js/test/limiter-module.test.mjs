@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Miniflare } from "miniflare";
 import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { describeModuleEntries } from "../lib/module-entries.mjs";
 
 const limiterWorker = `
 import * as limiterModule from "paceline/limiter";
@@ -91,53 +92,4 @@ describe("the limiter module in workerd, beside a gateway Worker", () => {
   });
 });
 
-describe("the limiter module's package entries", () => {
-  test("package.json routes paceline/limiter's workerd, node and default conditions to its entries", () => {
-    const pkg = JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8"));
-    assert.deepEqual(pkg.exports["./limiter"], {
-      types: "./limiter.d.ts",
-      workerd: "./paceline_limiter_workerd.js",
-      node: "./paceline_limiter_node.js",
-      default: "./limiter.js",
-    });
-    const entry = readFileSync(join(pkgDir, "paceline_limiter_workerd.js"), "utf8");
-    assert.match(entry, /import wasm from "\.\/paceline_limiter_bg\.wasm"/);
-    assert.match(entry, /initSync\(\{ module: wasm \}\)/);
-  });
-
-  const gatewayTransport = async () => {
-    const { GatewayCore, coreTransport } = await import("../lib/node-package.mjs").then((m) => m.paceline);
-    return coreTransport(new GatewayCore());
-  };
-  const rules = [{ requestsPerWindow: 10, windowMs: 1000 }];
-
-  test("its web entry works once initSync({ module }) is given the limiter .wasm", async () => {
-    const web = await import(join(pkgDir, "limiter.js"));
-    web.initSync({ module: new WebAssembly.Module(readFileSync(join(pkgDir, "paceline_limiter_bg.wasm"))) });
-    const state = new web.GatewayRateState(await gatewayTransport());
-    const permit = await state.acquire({ bucketId: "b", rules });
-    assert.ok(permit instanceof web.Permit);
-    await permit.release();
-    state.free();
-  });
-
-  test("a GatewayRateState from the Node entry hands out a permit and takes it back", async () => {
-    const limiterModule = await import(join(pkgDir, "paceline_limiter_node.js"));
-    assert.equal(limiterModule.createGovernor, undefined);
-    const state = new limiterModule.GatewayRateState(await gatewayTransport());
-    const permit = await state.acquire({ bucketId: "b", rules });
-    assert.ok(permit instanceof limiterModule.Permit);
-    await permit.release();
-    state.free();
-  });
-
-  test("a limiter without a port is INVALID_INPUT saying a port is required there", async () => {
-    const limiterModule = await import(join(pkgDir, "paceline_limiter_node.js"));
-    assert.equal(limiterModule.LocalRateState, undefined);
-    assert.throws(
-      () => limiterModule.createLimiter({ bucketId: "b", rules }),
-      (e) =>
-        e.code === "INVALID_INPUT" && /port is required with paceline\/client and paceline\/limiter/.test(e.message),
-    );
-  });
-});
+describeModuleEntries("limiter", "createGovernor");

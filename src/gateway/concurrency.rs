@@ -8,6 +8,12 @@
 use super::timeline::{micros, Micros};
 use crate::protocol::PacingRule;
 
+/// The most live leases one bucket holds: rules naming a larger
+/// `maxConcurrency` are refused. At 16 bytes of id and about 8 of expiry a
+/// lease, a full table is some 24 KiB of a bucket's stored record, far
+/// below a Durable Object's 128 KiB limit on one value.
+pub const MAX_LIVE_LEASES: u64 = 1_024;
+
 /// Distinct limits remembered at once. Past it the laxest is forgotten,
 /// which can never loosen the limit that binds now.
 pub(crate) const MAX_NAMED_LIMITS: usize = 32;

@@ -3,7 +3,7 @@
 //! client should come back; and the wire answer it becomes.
 
 use super::bucket::{Bucket, CONCURRENCY_RETRY_MS};
-use super::leases::{format_lease_id, LeaseIds};
+use super::lease_id::{format_lease_id, LeaseIds};
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros};
 use crate::protocol::AcquireResponse;
 

@@ -16,6 +16,7 @@ mod curve;
 mod grant;
 mod http;
 mod idle;
+mod lease_id;
 mod leases;
 mod leash;
 mod ledger;
@@ -33,10 +34,11 @@ mod timeline;
 mod turns;
 mod view;
 
+pub use concurrency::MAX_LIVE_LEASES;
 pub use config::{GatewayConfig, MAX_NOW_MS, MAX_TABLES};
 pub use http::{handle, HttpResponse};
 pub use idle::{FORGET_CUT_AFTER_US, RUN_IDLE_US};
-pub use leases::{LeaseKey, MAX_LIVE_LEASES};
+pub use lease_id::LeaseKey;
 pub use ledger::MAX_BUDGET_KEYS;
 pub use scope::{
     mint_rate_scope_token, mint_run_scope_token, verify_rate_scope_token, verify_run_scope_token,
@@ -57,7 +59,7 @@ use bucket::Bucket;
 use config::check_now;
 use grant::Grant;
 use idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US as RUN_IDLE};
-use leases::LeaseIds;
+use lease_id::LeaseIds;
 use ledger::Ledger;
 use slots::KEEPER_RETRY_MS;
 use timeline::{ceil_ms, micros, Micros};

@@ -10,7 +10,6 @@
 //! an isolate holding four of ten slots and one holding one look alike:
 //! neither waits, and nothing moves them towards two and a half each.
 
-use super::slot_streams::WAITERS_MEMORY_US;
 use super::timeline::Micros;
 use crate::protocol::AcquireResponse;
 
@@ -20,10 +19,13 @@ use crate::protocol::AcquireResponse;
 /// should count.
 pub(crate) const CLAIM_MEMORY_US: Micros = 5_000_000;
 
+/// How long a caller refused for want of a slot counts as waiting.
+pub(crate) const WAITERS_MEMORY_US: Micros = 1_000_000;
+
 /// The most claims a bucket remembers: as many as it has slots at most,
 /// and twice that for clients waiting with none. The least recently heard
 /// goes first.
-const MAX_CLAIMS: usize = 2 * super::leases::MAX_LIVE_LEASES as usize;
+const MAX_CLAIMS: usize = 2 * super::concurrency::MAX_LIVE_LEASES as usize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Claim {

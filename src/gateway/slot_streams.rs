@@ -5,16 +5,14 @@
 
 use std::collections::HashMap;
 
-use super::leases::{LeaseId, MAX_LIVE_LEASES};
-use super::slot_claims::SlotClaims;
+use super::concurrency::MAX_LIVE_LEASES;
+use super::lease_id::LeaseId;
+use super::slot_claims::{SlotClaims, WAITERS_MEMORY_US};
 use super::timeline::Micros;
 use crate::protocol::LEASE_CHAIN_MS;
 
 /// How long a lease may be kept through renewals while others wait.
 pub(crate) const MAX_CHAIN_US: Micros = LEASE_CHAIN_MS * 1_000;
-
-/// How long a caller refused for want of a slot counts as waiting.
-pub(crate) const WAITERS_MEMORY_US: Micros = 1_000_000;
 
 /// Where each slot's stream stands. Part of the bucket's snapshot (its own
 /// record there): a gateway restored without it would take every freed

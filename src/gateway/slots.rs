@@ -38,7 +38,7 @@
 //! after its slot is expected back (see `turns`).
 
 use super::bucket::Bucket;
-use super::leases::{format_lease_id, parse_lease_id, LeaseId, LeaseIds};
+use super::lease_id::{format_lease_id, parse_lease_id, LeaseId, LeaseIds};
 use super::slot_claims::ClaimAnswer;
 use super::slot_streams::MAX_CHAIN_US;
 use super::timeline::{ceil_ms, interval_for_rps, Micros};

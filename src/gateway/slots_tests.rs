@@ -1,8 +1,8 @@
 //! The kept slots' grants: streams, chains and fair shares.
 
 use super::*;
-use crate::gateway::leases::LeaseKey;
-use crate::gateway::slot_streams::WAITERS_MEMORY_US;
+use crate::gateway::lease_id::LeaseKey;
+use crate::gateway::slot_claims::WAITERS_MEMORY_US;
 use crate::protocol::{rules_signature, PacingRule};
 
 /// A bucket whose kept leases are streamed.

@@ -4,7 +4,8 @@
 
 use super::bucket::{Bucket, CONCURRENCY_RETRY_MS, MAX_TURN_QUEUE_US};
 use super::grant::Grant;
-use super::slot_streams::{MAX_CHAIN_US, WAITERS_MEMORY_US};
+use super::slot_claims::WAITERS_MEMORY_US;
+use super::slot_streams::MAX_CHAIN_US;
 use super::slots::KEEPER_RETRY_MS;
 use super::timeline::{ceil_ms, micros, Micros};
 

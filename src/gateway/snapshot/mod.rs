@@ -42,7 +42,7 @@ use sha2::{Digest, Sha256};
 
 use super::bucket::Bucket;
 use super::idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US};
-use super::leases::{LeaseIds, LeaseKey};
+use super::lease_id::{LeaseIds, LeaseKey};
 use super::ledger::Ledger;
 use super::timeline::Micros;
 use super::{GatewayConfig, GatewayCore};

@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use super::codec::{Reader, Writer};
 use crate::error::{Error, Result};
-use crate::gateway::leases::{LeaseId, MAX_LIVE_LEASES};
+use crate::gateway::concurrency::MAX_LIVE_LEASES;
+use crate::gateway::lease_id::LeaseId;
 use crate::gateway::slot_streams::SlotStreams;
 use crate::gateway::timeline::Micros;
 

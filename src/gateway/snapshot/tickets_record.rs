@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 
 use super::codec::{Reader, Writer};
 use crate::error::{Error, Result};
-use crate::gateway::leases::MAX_LIVE_LEASES;
+use crate::gateway::concurrency::MAX_LIVE_LEASES;
 use crate::gateway::tickets::{Booking, TurnTickets, MAX_TICKETS};
 use crate::protocol::limits::MAX_TURN_TICKET;
 

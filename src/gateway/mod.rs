@@ -25,6 +25,7 @@ mod recent;
 mod returns;
 mod scope;
 mod slot_claims;
+mod slot_rules;
 mod slot_streams;
 mod slots;
 mod snapshot;

@@ -39,7 +39,8 @@
 
 use super::bucket::Bucket;
 use super::lease_id::{format_lease_id, parse_lease_id, LeaseId, LeaseIds};
-use super::slot_claims::ClaimAnswer;
+use super::slot_claims::{ClaimAnswer, Share};
+use super::slot_rules::SlotAsker;
 use super::slot_streams::MAX_CHAIN_US;
 use super::timeline::{ceil_ms, interval_for_rps, Micros};
 use crate::protocol::SlotKind;
@@ -183,83 +184,27 @@ impl Bucket {
         lease_ttl: Micros,
         ids: &mut LeaseIds,
     ) -> SlotGrant {
-        // An id that is not a live lease starts no chain: chains are kept
-        // per lease, and a client naming made-up ids would grow the table
-        // for as long as the bucket lives.
-        let mut live: Vec<(Micros, LeaseId, &String)> = Vec::with_capacity(held.len());
-        for text in held {
-            let Some(id) = parse_lease_id(text).filter(|&id| self.leases.holds(id, now)) else {
-                continue;
-            };
-            let started = *self.leases.streams.chains.entry(id).or_insert(now);
-            live.push((started, id, text));
-        }
+        let live = self.live_chains(held, now);
         let holds = live.len() as u64;
         let max = self.max_concurrency().unwrap_or(0);
         let streams = &mut self.leases.streams;
         let contended = streams.contended(now);
-        let claim = claim.map(|shown| streams.claims.claim(shown, now));
-        let share = claim.and_then(|id| streams.claims.share(id, holds, holds + wanted, max, now));
-        // How many of its chains that ran their length the client keeps: a
-        // client that shows a claim down to its share's `keep` while others
-        // hold less than theirs; an older client none while anyone waits.
-        let keep = match (claim, share) {
-            (Some(_), Some(share)) if share.others_short => share.keep,
-            (Some(_), _) if self.leases.streams.claims.unclaimed_waiting(now) => 0,
-            (Some(_), _) => holds,
-            (None, _) if contended => 0,
-            (None, _) => holds,
+        let asker = match claim {
+            Some(shown) => {
+                let id = streams.claims.claim(shown, now);
+                let share = streams.claims.share(id, holds, holds + wanted, max, now);
+                SlotAsker::Claimed { id, share }
+            }
+            None => SlotAsker::Older { contended },
         };
-        // The chains that end: the oldest of those that ran their length.
-        let ran_out = |started: Micros| now.saturating_sub(started) >= MAX_CHAIN_US;
-        let mut ending: Vec<LeaseId> = Vec::new();
-        for _ in keep..holds {
-            let oldest = live
-                .iter()
-                .filter(|&&(started, id, _)| ran_out(started) && !ending.contains(&id))
-                .min_by_key(|&&(started, id, _)| (started, id));
-            match oldest {
-                Some(&(_, id, _)) => ending.push(id),
-                None => break,
-            }
-        }
-        let mut kept = Vec::new();
-        let mut oldest_kept = now;
-        for (started, id, text) in live {
-            if ending.contains(&id) || !self.leases.renew(id, now, lease_ttl) {
-                continue;
-            }
-            if ran_out(started) && claim.is_some() {
-                // Kept within its share: a chain again from now, so that a
-                // chain past its end is one about to come back.
-                self.leases.streams.chains.insert(id, now);
-            } else {
-                oldest_kept = oldest_kept.min(started);
-            }
-            kept.push(text.clone());
-        }
-        if !kept.is_empty() {
-            // Calls go on on the kept slots: as far as the adaptive rate's
-            // clock goes, the bucket is in use as if it granted now.
-            self.last_at = Some(self.last_at.map_or(now, |last| last.max(now)));
-        }
+        let keep = asker.keeps(holds, streams.claims.unclaimed_waiting(now));
+        let ending = chains_ending(&live, keep, now);
+        let (kept, oldest_kept) = self.renew_kept(live, &ending, &asker, now, lease_ttl);
         let free = max.saturating_sub(self.leases.live(now) as u64);
         let holding = kept.len() as u64;
-        let share_left = match (claim, share) {
-            // A client that gave slots back while others want them gets
-            // none in the same request; one at or over its keep, none while
-            // another is under its own.
-            (Some(_), Some(share)) if giving_back && share.others_short => 0,
-            (Some(_), Some(share)) if share.others_under_keep => share.keep.saturating_sub(holding),
-            (Some(_), Some(share)) => share.most.saturating_sub(holding),
-            (Some(_), None) => wanted,
-            // An older client: none to a giver while others wait, else
-            // one at a time.
-            (None, _) if contended && giving_back => 0,
-            (None, _) if contended => 1,
-            (None, _) => wanted,
-        };
-        let granted = wanted.min(free).min(share_left);
+        let granted = wanted
+            .min(free)
+            .min(asker.may_take(holding, wanted, giving_back));
         // Only a client left with no slot at all waits: one that keeps some
         // and wants more is served by its own, and is no reason to rotate.
         if granted == 0 && wanted > 0 && kept.is_empty() {
@@ -300,22 +245,16 @@ impl Bucket {
         // What the client is left holding: a grant cut short by the
         // horizon counts only the leases it got.
         let left_holding = (kept.len() + new.len()) as u64;
-        let sharing = share.filter(|s| s.others_short);
-        let sheds_at = sharing
-            .filter(|s| left_holding > s.keep)
-            .map(|_| oldest_kept.saturating_add(MAX_CHAIN_US));
-        let in_line =
-            left_holding < holding + wanted && sharing.is_some_and(|s| left_holding < s.most);
-        let claims = &mut self.leases.streams.claims;
-        if let Some(id) = claim {
-            claims.heard(id, left_holding, holds + wanted, sheds_at, now);
-        }
-        let claim = claim.map(|claim| ClaimAnswer {
-            claim,
-            share,
-            holds: left_holding,
-            unclaimed_waiting: claims.unclaimed_waiting(now),
-        });
+        let (claim, in_line) = match asker {
+            SlotAsker::Claimed { id, share } => {
+                let asked = holds + wanted;
+                let answer = self.heard_claim(id, share, left_holding, asked, oldest_kept, now);
+                let in_line = left_holding < holding + wanted
+                    && share.is_some_and(|s| s.others_short && left_holding < s.most);
+                (Some(answer), in_line)
+            }
+            SlotAsker::Older { .. } => (None, false),
+        };
         SlotGrant {
             kept,
             new,
@@ -324,6 +263,105 @@ impl Bucket {
             in_line,
         }
     }
+
+    /// The held leases that are live, each with when its chain started (now
+    /// for one it starts). An id that is not a live lease starts no chain:
+    /// chains are kept per lease, and a client naming made-up ids would
+    /// grow the table for as long as the bucket lives.
+    fn live_chains<'h>(&mut self, held: &'h [String], now: Micros) -> Vec<Chain<'h>> {
+        let mut live = Vec::with_capacity(held.len());
+        for text in held {
+            let Some(id) = parse_lease_id(text).filter(|&id| self.leases.holds(id, now)) else {
+                continue;
+            };
+            let started = *self.leases.streams.chains.entry(id).or_insert(now);
+            live.push((started, id, text));
+        }
+        live
+    }
+
+    /// Renews the live chains but those `ending`; returns the renewed ids
+    /// and the oldest start among chains that go on. A chain a client with
+    /// a claim keeps past its length starts again from now, so that a
+    /// chain past its end is always one about to come back.
+    fn renew_kept(
+        &mut self,
+        live: Vec<Chain<'_>>,
+        ending: &[LeaseId],
+        asker: &SlotAsker,
+        now: Micros,
+        lease_ttl: Micros,
+    ) -> (Vec<String>, Micros) {
+        let mut kept = Vec::new();
+        let mut oldest_kept = now;
+        for (started, id, text) in live {
+            if ending.contains(&id) || !self.leases.renew(id, now, lease_ttl) {
+                continue;
+            }
+            if ran_out(started, now) && matches!(asker, SlotAsker::Claimed { .. }) {
+                self.leases.streams.chains.insert(id, now);
+            } else {
+                oldest_kept = oldest_kept.min(started);
+            }
+            kept.push(text.clone());
+        }
+        if !kept.is_empty() {
+            // Calls go on on the kept slots: as far as the adaptive rate's
+            // clock goes, the bucket is in use as if it granted now.
+            self.last_at = Some(self.last_at.map_or(now, |last| last.max(now)));
+        }
+        (kept, oldest_kept)
+    }
+
+    /// Records what claim `id` holds after this grant, and when it is to
+    /// give a slot back (its oldest chain's end, while it holds more than
+    /// it keeps and others want more); the answer its client reads.
+    fn heard_claim(
+        &mut self,
+        id: u64,
+        share: Option<Share>,
+        holds: u64,
+        asked: u64,
+        oldest_kept: Micros,
+        now: Micros,
+    ) -> ClaimAnswer {
+        let sheds_at = share
+            .filter(|s| s.others_short && holds > s.keep)
+            .map(|_| oldest_kept.saturating_add(MAX_CHAIN_US));
+        let claims = &mut self.leases.streams.claims;
+        claims.heard(id, holds, asked, sheds_at, now);
+        ClaimAnswer {
+            claim: id,
+            share,
+            holds,
+            unclaimed_waiting: claims.unclaimed_waiting(now),
+        }
+    }
+}
+
+/// A live held lease: when its chain started, its id, its text.
+type Chain<'h> = (Micros, LeaseId, &'h String);
+
+/// A chain that started at `started` has lasted its length by `now`.
+fn ran_out(started: Micros, now: Micros) -> bool {
+    now.saturating_sub(started) >= MAX_CHAIN_US
+}
+
+/// The chains that end: the oldest of those that ran their length, down
+/// to `keep` held.
+fn chains_ending(live: &[Chain<'_>], keep: u64, now: Micros) -> Vec<LeaseId> {
+    let mut ending: Vec<LeaseId> = Vec::new();
+    for _ in keep..live.len() as u64 {
+        let oldest = live
+            .iter()
+            .filter(|&&(started, id, _)| ran_out(started, now) && !ending.contains(&id))
+            .min_by_key(|&&(started, id, _)| (started, id));
+        match oldest {
+            Some(&(_, id, _)) => ending.push(id),
+            None => break,
+        }
+    }
+    ending
 }
 
 #[cfg(test)]

@@ -10,8 +10,9 @@
 //! an isolate holding four of ten slots and one holding one look alike:
 //! neither waits, and nothing moves them towards two and a half each.
 
+use super::lease_id::LeaseIds;
 use super::timeline::Micros;
-use crate::protocol::AcquireResponse;
+use crate::protocol::{limits, AcquireResponse};
 
 /// How long a claim counts after its client last spoke: a client that
 /// keeps slots renews them well within this, and one that waits comes back
@@ -52,7 +53,6 @@ impl Claim {
 pub(crate) struct SlotClaims {
     /// By claim id; a few, one per client keeping slots.
     claims: Vec<(u64, Claim)>,
-    last_id: u64,
     /// A client that shows no claim (an older one) was refused a slot
     /// holding none, and counts as waiting until about this time.
     unclaimed_waiting_until: Micros,
@@ -105,8 +105,10 @@ impl ClaimAnswer {
 
 impl SlotClaims {
     /// The claim a client showed if the bucket knows it, else a new one
-    /// (a client showing none, `0`, or one forgotten).
-    pub fn claim(&mut self, shown: u64, now: Micros) -> u64 {
+    /// (a client showing none, `0`, or one forgotten). A new claim is drawn
+    /// from the gateway's keyed ids, as lease ids are, so a client cannot
+    /// guess another's claim and speak for it.
+    pub fn claim(&mut self, shown: u64, now: Micros, ids: &mut LeaseIds) -> u64 {
         if shown != 0 && self.claims.iter().any(|&(id, _)| id == shown) {
             return shown;
         }
@@ -117,8 +119,14 @@ impl SlotClaims {
                 self.claims.swap_remove(i);
             }
         }
-        self.last_id += 1;
-        self.last_id
+        loop {
+            // Within what a JS number holds exactly; never 0, which shows
+            // no claim.
+            let id = ids.next_id() as u64 & limits::MAX_TURN_TICKET;
+            if id != 0 && !self.claims.iter().any(|&(known, _)| known == id) {
+                return id;
+            }
+        }
     }
 
     /// What the client of claim `id` holds and wants, as of now, and when
@@ -220,50 +228,77 @@ fn even_level<I: Iterator<Item = u64>>(wants: impl Fn() -> I, max: u64) -> Optio
 mod tests {
     use super::*;
 
-    fn claims(holds_wants: &[(u64, u64)]) -> SlotClaims {
-        let mut c = SlotClaims::default();
+    use crate::gateway::lease_id::LeaseKey;
+
+    fn ids() -> LeaseIds {
+        LeaseIds::new(LeaseKey([7; 32]))
+    }
+
+    /// Claims that hold and want as given, with their ids in that order.
+    fn claims(holds_wants: &[(u64, u64)]) -> (SlotClaims, Vec<u64>) {
+        let (mut c, mut ids) = (SlotClaims::default(), ids());
+        let mut shown = Vec::new();
         for &(holds, wants) in holds_wants {
-            let id = c.claim(0, 0);
+            let id = c.claim(0, 0, &mut ids);
             c.heard(id, holds, wants, None, 0);
+            shown.push(id);
         }
-        c
+        (c, shown)
     }
 
     #[test]
     fn ten_slots_among_four_that_want_four_each_are_two_and_a_half_apiece() {
-        let c = claims(&[(4, 4), (4, 4), (1, 4)]);
+        let (c, shown) = claims(&[(4, 4), (4, 4), (1, 4)]);
         let share = c.share(99, 1, 4, 10, 0).expect("they want 16 of 10");
         assert_eq!((share.keep, share.most), (2, 3));
-        let rich = c.share(1, 4, 4, 10, 0).expect("contended");
+        let rich = c.share(shown[0], 4, 4, 10, 0).expect("contended");
         assert!(rich.others_short && rich.others_under_keep);
     }
 
     #[test]
     fn a_client_that_wants_little_gets_it_and_the_rest_split_what_is_left() {
-        let c = claims(&[(1, 1), (5, 9)]);
+        let (c, _) = claims(&[(1, 1), (5, 9)]);
         let share = c.share(99, 2, 9, 10, 0).expect("they want 19 of 10");
         assert_eq!((share.keep, share.most), (4, 5), "9 left for two");
     }
 
     #[test]
     fn no_share_while_every_claim_can_have_what_it_wants() {
-        let c = claims(&[(2, 3), (1, 2)]);
+        let (c, _) = claims(&[(2, 3), (1, 2)]);
         assert_eq!(c.share(99, 0, 5, 10, 0), None);
     }
 
     #[test]
     fn a_claim_not_heard_from_within_its_memory_counts_no_more() {
-        let c = claims(&[(4, 4), (4, 4)]);
+        let (c, _) = claims(&[(4, 4), (4, 4)]);
         assert!(c.share(99, 1, 4, 10, 0).is_some());
         assert_eq!(c.share(99, 1, 4, 10, CLAIM_MEMORY_US), None);
     }
 
     #[test]
     fn a_claim_shown_again_is_kept_and_an_unknown_one_replaced() {
-        let mut c = SlotClaims::default();
-        let id = c.claim(0, 0);
+        let (mut c, mut ids) = (SlotClaims::default(), ids());
+        let id = c.claim(0, 0, &mut ids);
         c.heard(id, 1, 1, None, 0);
-        assert_eq!(c.claim(id, 1), id);
-        assert_ne!(c.claim(12_345, 1), 12_345);
+        assert_eq!(c.claim(id, 1, &mut ids), id);
+        assert_ne!(c.claim(12_345, 1, &mut ids), 12_345);
+    }
+
+    #[test]
+    fn new_claims_are_not_a_count_another_client_could_guess_bug_claims_were_1_2_3() {
+        let (mut c, mut ids) = (SlotClaims::default(), ids());
+        let drawn: Vec<u64> = (0..3).map(|_| c.claim(0, 0, &mut ids)).collect();
+        assert!(drawn
+            .iter()
+            .all(|&id| id != 0 && id <= limits::MAX_TURN_TICKET));
+        assert!(
+            drawn[1] != drawn[0] + 1 && drawn[2] != drawn[1] + 1,
+            "{drawn:?}"
+        );
+        let (c2, _) = claims(&[(1, 1), (1, 1), (1, 1)]);
+        assert!(
+            !c2.claims.iter().any(|&(id, _)| id <= 3),
+            "ids 1-3 name no claim"
+        );
     }
 }

@@ -191,7 +191,7 @@ impl Bucket {
         let contended = streams.contended(now);
         let asker = match claim {
             Some(shown) => {
-                let id = streams.claims.claim(shown, now);
+                let id = streams.claims.claim(shown, now, ids);
                 let share = streams.claims.share(id, holds, holds + wanted, max, now);
                 SlotAsker::Claimed { id, share }
             }

@@ -98,6 +98,40 @@ fn a_stated_limit_that_rose_is_not_undone_by_an_older_answer_bug_the_rate_fell_b
     assert_eq!(r.windows_over(20, 1_000), 0);
 }
 
+/// Bug: while the adaptive rate was cut, or capped by a limit the provider
+/// stated, a bucket whose rules bound concurrency stopped handing out the
+/// paced slots it keeps at the rule's rate and gave one lease per permit:
+/// each call a lease, most of them a release of their own, and clients
+/// polling every 100 ms for the bucket to turn back. Peer scenarios b's and
+/// c's shapes took 0.74 and 2.95 (b, 1 s and 2 s horizons), 2.91 and 4.66
+/// (c) gateway round trips per permit, against 0.09 at the rule. Paced
+/// slots are kept through a cut: their calls take the timeline's permits,
+/// which the cut paces (granted no more than a window ahead, so a cut's
+/// hold covers the permits granted at the rate refused).
+#[test]
+fn a_cut_rate_keeps_paced_slots_bug_every_permit_took_a_lease_and_its_own_round_trips() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        for (shape, config) in [
+            ("b", rising_limit(horizon)),
+            ("c", rising_stated_limit(horizon)),
+        ] {
+            let r = run_fleet(&config);
+            let per_permit = r.round_trips_per_permit();
+            assert!(
+                per_permit <= 0.5,
+                "{shape}, horizon {horizon}: {per_permit:.2} round trips per permit: {:?}",
+                r.round_trips_by_kind
+            );
+            let low = accepted_rps(&r, 0, RISING_LIMIT_AT_MS);
+            assert!(
+                low >= 0.85 * 8.0,
+                "{shape}, horizon {horizon}: {low:.2}/s of 8 before the rise"
+            );
+            assert_eq!(r.windows_over(20, 1_000), 0);
+        }
+    }
+}
+
 #[test]
 fn a_provider_outage_is_a_pause_probed_once_per_cooldown_and_service_resumes_at_the_rule() {
     // At the default 1 s horizon the target, 3 calls/s; at 2 s, permits

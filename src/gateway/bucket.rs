@@ -252,6 +252,25 @@ impl Bucket {
         self.effective_rps().map_or(0, interval_for_rps)
     }
 
+    /// How far ahead a client that keeps paced slots is granted permits:
+    /// up to `horizon`, but while the adaptive rate is cut, paused or
+    /// capped, no more than a rule's window ahead. Its callers draw on its
+    /// block without asking again, so it hears of the next cut only when
+    /// the block runs low; the cut's hold (until the provider's window
+    /// frees) then covers every permit it was granted at the rate refused,
+    /// where one granted further ahead would go out at that rate into a
+    /// window the new rate fills.
+    pub fn grant_horizon(&self, now: Micros, horizon: Micros) -> Micros {
+        let window = self.rules.iter().map(|r| micros(r.window_ms)).max();
+        match (
+            self.adaptive.as_ref().is_some_and(|a| a.is_reduced()),
+            window,
+        ) {
+            (true, Some(w)) => horizon.min(now.saturating_add(w)),
+            _ => horizon,
+        }
+    }
+
     /// Credits the adaptive rate with the time its granted permits have
     /// matured without a 429.
     pub fn mature(&mut self, now: Micros) {

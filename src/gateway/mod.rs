@@ -242,7 +242,7 @@ impl GatewayCore {
                         true,
                         now,
                         earliest,
-                        horizon,
+                        bucket.grant_horizon(now, horizon),
                         lease_ttl,
                         &mut self.ids,
                     );

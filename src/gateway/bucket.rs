@@ -261,13 +261,9 @@ impl Bucket {
     /// where one granted further ahead would go out at that rate into a
     /// window the new rate fills.
     pub fn grant_horizon(&self, now: Micros, horizon: Micros) -> Micros {
-        let window = self.rules.iter().map(|r| micros(r.window_ms)).max();
-        match (
-            self.adaptive.as_ref().is_some_and(|a| a.is_reduced()),
-            window,
-        ) {
-            (true, Some(w)) => horizon.min(now.saturating_add(w)),
-            _ => horizon,
+        match self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
+            true => horizon.min(now.saturating_add(self.longest_window_us())),
+            false => horizon,
         }
     }
 

@@ -126,7 +126,7 @@ impl Bucket {
     }
 
     /// The longest rule window with its guard.
-    fn longest_window_us(&self) -> Micros {
+    pub(super) fn longest_window_us(&self) -> Micros {
         self.timelines
             .iter()
             .map(|t| t.interval_us.saturating_mul(t.requests_per_window))

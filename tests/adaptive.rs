@@ -7,7 +7,7 @@ mod common;
 use common::gateway::{acquire, penalize};
 use paceline::gateway::{handle, GatewayConfig, GatewayCore};
 use paceline::protocol::{
-    decode, AcquireRequest, ObserveRequest, PacingRule, PenalizeRequest, QuotaReport,
+    decode, AcquireRequest, ObserveRequest, PacingRule, PenalizeRequest, QuotaReport, SlotKind,
 };
 use paceline::sim::T0;
 use paceline::ErrorCode;
@@ -368,4 +368,46 @@ fn a_snapshot_keeps_the_adaptive_memory_and_the_quota_window() {
             .unwrap();
         assert_eq!(r.granted, 0);
     }
+}
+
+/// Bug: while a bucket turned from streamed slots to paced ones (a fleet's
+/// first second: its first answers stream, its calls turn out short) its
+/// rate was cut, and every refusal of a client asking for paced slots booked
+/// that client a turn it was never told of (it is told to look again within
+/// 100 ms, to see whether the bucket turned): three clients refused every
+/// 100 ms pushed the turns of everyone after them 12 permits further, and
+/// the next client granted a permit was told to come back seconds later
+/// (peer scenario b's shape granted nothing for most of a second). Such a
+/// refusal books no turn.
+#[test]
+fn refusals_while_slots_turn_kind_book_no_turns_bug_a_client_granted_after_them_waited_seconds() {
+    let rules = [per_second(20).with_max_concurrency(10)];
+    let mut g = core();
+    let ask = |kind, requested| AcquireRequest {
+        slots_wanted: Some(1),
+        slot_kind: kind,
+        ..acquire("org:p", &rules, requested)
+    };
+    let streamed = g.acquire(&ask(SlotKind::Either, 4), T0).unwrap();
+    assert!(streamed.lease_spacing_ms.is_some_and(|s| s > 0), "streamed");
+    g.penalize(&penalize("org:p", 1_000), T0 + 10).unwrap();
+    let (mut refused, mut longest) = (0, 0);
+    for round in 0..6 {
+        for _ in 0..3 {
+            let r = g
+                .acquire(&ask(SlotKind::Paced, 4), T0 + 20 + round * 100)
+                .unwrap();
+            match r.granted {
+                0 => refused += 1,
+                _ => longest = longest.max(r.wait_ms),
+            }
+        }
+    }
+    assert!(refused >= 6, "{refused} refusals while the bucket turns");
+    // The turns booked are those of the clients granted permits: 4
+    // permits each, 14 a second, after the 1 s cooldown.
+    assert!(
+        longest <= 2_000,
+        "a client granted was told to come back in {longest} ms"
+    );
 }

@@ -8,7 +8,7 @@ use super::leases::LeaseTable;
 use super::quota::Quota;
 use super::recent::RecentPermits;
 use super::returns::ReturnPool;
-use super::throughput::Throughput;
+use super::throughput::{Throughput, READ_REACH_US};
 use super::tickets::TurnTickets;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
@@ -252,6 +252,21 @@ impl Bucket {
         self.effective_rps().map_or(0, interval_for_rps)
     }
 
+    /// How far ahead a client that keeps paced slots is granted permits:
+    /// up to `horizon`, but while the adaptive rate is cut, paused or
+    /// capped, no more than a rule's window ahead. Its callers draw on its
+    /// block without asking again, so it hears of the next cut only when
+    /// the block runs low; the cut's hold (until the provider's window
+    /// frees) then covers every permit it was granted at the rate refused,
+    /// where one granted further ahead would go out at that rate into a
+    /// window the new rate fills.
+    pub fn grant_horizon(&self, now: Micros, horizon: Micros) -> Micros {
+        match self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
+            true => horizon.min(now.saturating_add(self.longest_window_us())),
+            false => horizon,
+        }
+    }
+
     /// Credits the adaptive rate with the time its granted permits have
     /// matured without a 429.
     pub fn mature(&mut self, now: Micros) {
@@ -309,7 +324,7 @@ impl Bucket {
         let until = now.saturating_add(cooldown_us);
         let fresh = now >= self.cooldown_until;
         self.throughput.refused(now);
-        let streamed = self.stream_spacing().is_some();
+        let off_timeline = self.calls_off_timeline(now);
         let Some(a) = &mut self.adaptive else {
             self.cooldown_until = self.cooldown_until.max(until);
             self.pending_cut = true;
@@ -329,9 +344,7 @@ impl Bucket {
         } else if now >= a.event_until {
             let granted_until = self.last_at.unwrap_or(now).max(now);
             let refused = a.rate();
-            // Calls on kept leases are not granted one by one, so grants
-            // say nothing of what the provider accepted.
-            let accepted = match streamed {
+            let accepted = match off_timeline {
                 false => self.throughput.accepted_in_last_second(now, refused),
                 true => None,
             };
@@ -354,6 +367,22 @@ impl Bucket {
         } else if let Some(at) = hold_until {
             self.cooldown_until = self.cooldown_until.max(at);
         }
+    }
+
+    /// Whether calls may have gone out lately that the timeline did not
+    /// grant: a streamed lease's calls after its first are not granted one
+    /// by one, so the grants then say nothing of what the provider
+    /// accepted. None can have yet while every live chain began less than a
+    /// slot's spacing ago and no lease that may have made one ended within
+    /// the second read (a fleet that starts streamed and turns paced).
+    fn calls_off_timeline(&self, now: Micros) -> bool {
+        let streams = &self.leases.streams;
+        self.stream_spacing().is_some()
+            && (streams.kept_ended_at.saturating_add(READ_REACH_US) > now
+                || streams
+                    .chains
+                    .values()
+                    .any(|&start| start.saturating_add(streams.spacing_floor_us) <= now))
     }
 
     pub fn cooldown_until_ms(&self, now: Micros) -> Option<u64> {

@@ -245,7 +245,7 @@ impl GatewayCore {
                         true,
                         now,
                         earliest,
-                        horizon,
+                        bucket.grant_horizon(now, horizon),
                         lease_ttl,
                         &mut self.ids,
                     );
@@ -270,6 +270,7 @@ impl GatewayCore {
                 grant
             }
             _ => {
+                let turns = (bucket.turns_tat, bucket.slot_turns_tat);
                 let mut grant = bucket.grant(
                     req.requested,
                     req.book_next_turn,
@@ -283,6 +284,10 @@ impl GatewayCore {
                     &mut self.ids,
                 );
                 if req.slots_wanted.is_some() && grant.times.is_empty() {
+                    // It comes back when told here, not at the turn the
+                    // grant booked it: a turn kept for it would hold back
+                    // every caller booked after it, a turn per refusal.
+                    (bucket.turns_tat, bucket.slot_turns_tat) = turns;
                     grant.wait_ms = bucket.kind_retry_ms(now, grant.wait_ms);
                 }
                 grant

@@ -27,8 +27,10 @@
 //! streams start a window after the last permit the timeline granted.
 //!
 //! While the adaptive rate is cut (or paused, or capped by what the
-//! provider said), slots are not streamed: each permit comes with a lease
-//! of its own again, paced by the timeline, until the rate is back.
+//! provider said), slots are not streamed: kept leases hear of a cut only
+//! when renewed. Paced slots stay, their calls taking the timeline's
+//! permits at the cut rate; a client that asks for streamed ones gets a
+//! lease per permit, paced by the timeline, until the rate is back.
 //!
 //! Fairness: while callers elsewhere wait for a slot, a kept lease is
 //! renewed only until its chain (the renewals since its grant) has lasted
@@ -89,13 +91,6 @@ impl Bucket {
     /// timeline, and paced calls are on no slot's stream.
     pub fn slot_kind(&mut self, asked: SlotKind, now: Micros) -> Option<bool> {
         self.max_concurrency()?;
-        // While the rate is cut, paused or capped, every permit comes with
-        // a lease of its own: the provider's count moves with every answer,
-        // and a slot kept through a cut serves permits that die in its
-        // cooldowns.
-        if self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
-            return None;
-        }
         let streams = &self.leases.streams;
         let paced = match asked {
             SlotKind::Paced => true,
@@ -132,7 +127,7 @@ impl Bucket {
     }
 
     /// The longest rule window with its guard.
-    fn longest_window_us(&self) -> Micros {
+    pub(super) fn longest_window_us(&self) -> Micros {
         self.timelines
             .iter()
             .map(|t| t.interval_us.saturating_mul(t.requests_per_window))
@@ -152,7 +147,7 @@ impl Bucket {
 
     /// The streams' spacing the rules alone set (an adaptive rate only
     /// widens it).
-    fn base_spacing(&self) -> Option<Micros> {
+    pub(super) fn base_spacing(&self) -> Option<Micros> {
         let max = self.max_concurrency()?.max(1);
         let mut spacing: Micros = 0;
         for t in &self.timelines {

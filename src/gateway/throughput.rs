@@ -28,6 +28,8 @@ const MIN_READ_SHARE: f64 = 0.25;
 const MIN_READ_GRANTS: u64 = 4;
 /// Positions of that second read, a slot apart, back from the report.
 const SHIFTS: Micros = 3;
+/// How far back from a report the seconds read reach.
+pub(crate) const READ_REACH_US: Micros = WINDOW_US + SHIFTS * SLOT_US;
 /// How much later than its permit's time the call that opened a window may
 /// have reached the provider: a timer fired late, a first connection. A
 /// call sent before its window frees is refused and waits the provider's

@@ -217,7 +217,12 @@ impl Bucket {
     /// sooner is a wasted trip.
     pub(super) fn kind_retry_ms(&mut self, now: Micros, wait_ms: u64) -> u64 {
         let full = self.leases.live(now) as u64 >= self.max_concurrency().unwrap_or(u64::MAX);
-        let spacing = self.stream_spacing().unwrap_or(0);
+        // A streamed chain's slot is ready a stream's spacing after it
+        // began, even while a cut stops new streams.
+        let spacing = self
+            .stream_spacing()
+            .or_else(|| self.base_spacing())
+            .unwrap_or(0);
         match self.leases.streams.soonest_ready(spacing).filter(|_| full) {
             Some(at) => {
                 ceil_ms(at.saturating_sub(now)).clamp(CONCURRENCY_RETRY_MS / 4, KEEPER_RETRY_MS)

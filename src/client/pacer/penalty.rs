@@ -125,9 +125,12 @@ impl GatewayRateState {
             // The cut voids their times at the gateway.
             self.void(bucket_id, token, &rules, dropped);
         }
-        if cut_to.is_some() {
+        let streamed = self.pool(bucket_id, |p| !p.paced()) == Some(true);
+        if cut_to.is_some() && streamed {
             // A cut rate is not streamed: kept leases go back, and the next
-            // permits come one lease each, paced at the cut.
+            // permits come one lease each, paced at the cut. Paced slots
+            // stay: their calls take the timeline's permits, which the cut
+            // paces.
             self.dissolve_pool(bucket_id, false);
         }
         outcome.map(|_| ())

@@ -6,13 +6,14 @@
 
 use std::time::Instant;
 
-use paceline::sim::jitter::{at_the_edge, Jitter, Spread};
+use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
-    accepted_rps, bursty, churning, concurrency_with_deaths, drifting_limit, drifting_limit_at,
-    fixed_window_quota, gateway_outage, hidden_limit, noisy_provider, overstated_rule,
-    per_request_state, provider_outage, ramp, rate_bound_slots, saturated, shape_figures,
-    slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
-    LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
+    accepted_rps, at_the_edge, bursty, churning, concurrency_with_deaths, drifting_limit,
+    drifting_limit_at, fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
+    overstated_rule, per_request_state, provider_outage, ramp, rate_bound_slots, saturated,
+    shape_figures, slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS,
+    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS,
+    SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 

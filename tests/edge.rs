@@ -9,10 +9,10 @@
 //! do, and a wider guard brings them back. `cargo bench --bench fleet`
 //! reports the same runs' worst windows.
 
-use paceline::sim::jitter::{at_the_edge, transit_allowance_ms, Jitter, Spread};
+use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
-    bursty, churning, gateway_outage, per_request_state, rate_bound_slots, saturated, slot_bound,
-    sparse, FLEET_HORIZON_MS,
+    at_the_edge, bursty, churning, gateway_outage, per_request_state, rate_bound_slots, saturated,
+    slot_bound, sparse, transit_allowance_ms, FLEET_HORIZON_MS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 

@@ -125,10 +125,6 @@ const PROBE_ZONE: f64 = 0.95;
 pub(crate) const RECOVERY_S: f64 = 4.0;
 /// Seconds from a shallow cut to the plateau: the hold before probing.
 pub(crate) const HOLD_S: f64 = 8.0;
-/// Steepness above the plateau, per second cubed, times the ceiling: how
-/// fast the rate climbs once the provider keeps accepting more than it did
-/// at the last cut.
-pub(crate) const PROBE_SCALE: f64 = 0.004;
 /// A run of cuts that would take the rate under this share of the rate
 /// before the run is an outage, not a lower limit.
 pub(crate) const PAUSE_SHARE: f64 = 0.3;

@@ -1,8 +1,12 @@
 //! CUBIC's curve in time: where the adaptive rate stands after a cut (see
 //! the adaptive module for how cuts place it).
 
-use super::adaptive::PROBE_SCALE;
 use super::timeline::Micros;
+
+/// Steepness above the plateau, per second cubed, times the ceiling: how
+/// fast the rate climbs once the provider keeps accepting more than it did
+/// at the last cut.
+pub(crate) const PROBE_SCALE: f64 = 0.004;
 
 /// Where the rate stands after a cut: CUBIC's curve over credited time.
 #[derive(Debug, Clone, PartialEq)]

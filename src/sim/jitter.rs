@@ -11,8 +11,6 @@ use std::rc::Rc;
 
 use super::arrivals::Rng;
 use super::executor::SimRuntime;
-use super::fleet::FleetConfig;
-use crate::client::LOCAL_WINDOW_GUARD_MS;
 use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
 
@@ -164,28 +162,6 @@ impl Runtime for IsolateRuntime {
     fn spawn(&self, task: LocalBoxFuture<'static, ()>) {
         self.rt.spawn(task)
     }
-}
-
-/// `config` with the window guard and dispatch tolerance a deployed
-/// gateway has by default (a guard of [`LOCAL_WINDOW_GUARD_MS`], half of
-/// it the tolerance), a guard of `guard_ms` instead when given, and
-/// `jitter`.
-pub fn at_the_edge(
-    mut config: FleetConfig,
-    guard_ms: Option<Millis>,
-    jitter: Jitter,
-) -> FleetConfig {
-    config.gateway.window_guard_ms = guard_ms.unwrap_or(LOCAL_WINDOW_GUARD_MS);
-    config.gateway.dispatch_tolerance_ms = None;
-    config.jitter = jitter;
-    config
-}
-
-/// The part of the guard left for the way to the provider once the
-/// dispatch tolerance is taken out of it: the transit jitter `config`'s
-/// gateway is documented to absorb.
-pub fn transit_allowance_ms(config: &FleetConfig) -> Millis {
-    config.gateway.window_guard_ms - config.gateway.dispatch_tolerance_ms()
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 
 use super::arrivals::{bursts, churn, oracle_waits, percentile, poisson};
 use super::fleet::FleetConfig;
-use super::jitter::Spread;
+use super::jitter::{Jitter, Spread};
 use super::provider::ProviderModel;
 use super::report::FleetReport;
+use crate::client::LOCAL_WINDOW_GUARD_MS;
 use crate::protocol::PacingRule;
 use crate::time::Millis;
 
@@ -28,6 +29,28 @@ fn with_horizon(mut c: FleetConfig, horizon_ms: Millis) -> FleetConfig {
     c.gateway.horizon_ms = horizon_ms;
     c.pacer.block_horizon_ms = horizon_ms;
     c
+}
+
+/// `config` with the window guard and dispatch tolerance a deployed
+/// gateway has by default (a guard of [`LOCAL_WINDOW_GUARD_MS`], half of
+/// it the tolerance), a guard of `guard_ms` instead when given, and
+/// `jitter`.
+pub fn at_the_edge(
+    mut config: FleetConfig,
+    guard_ms: Option<Millis>,
+    jitter: Jitter,
+) -> FleetConfig {
+    config.gateway.window_guard_ms = guard_ms.unwrap_or(LOCAL_WINDOW_GUARD_MS);
+    config.gateway.dispatch_tolerance_ms = None;
+    config.jitter = jitter;
+    config
+}
+
+/// The part of the guard left for the way to the provider once the
+/// dispatch tolerance is taken out of it: the transit jitter `config`'s
+/// gateway is documented to absorb.
+pub fn transit_allowance_ms(config: &FleetConfig) -> Millis {
+    config.gateway.window_guard_ms - config.gateway.dispatch_tolerance_ms()
 }
 
 /// 32 isolates x 8 callers, 20 req/s configured and true, 120 s.

@@ -42,14 +42,19 @@ fn each_slot_gets_its_share_of_every_window() {
 }
 
 #[test]
-fn a_bucket_whose_rate_is_cut_grants_one_lease_per_permit_again() {
+fn a_bucket_whose_rate_is_cut_streams_no_slots_but_keeps_handing_out_paced_ones() {
     let mut b = bucket(20, 5);
     assert!(b.stream_spacing().is_some());
     b.penalize(1_000_000, 1_000_000);
     assert_eq!(
         b.stream_spacing(),
         None,
-        "kept leases would not hear of the cut"
+        "streamed calls leave the timeline: kept streams would not hear of the cut"
+    );
+    assert_eq!(
+        b.slot_kind(SlotKind::Paced, 1_000_000),
+        Some(true),
+        "paced calls take the timeline's permits, which the cut paces"
     );
 }
 

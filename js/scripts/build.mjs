@@ -1,13 +1,15 @@
 // Builds the npm package from wasm-pack.toml: wasm-pack per target, wasm-opt,
-// brand checks and an "initialise first" guard in the generated glue, the
-// Workers and Node entries, the Node dev gateway, the package README, and a
-// size report checked against the budget.
+// short names on the .wasm's boundary, brand checks and an "initialise
+// first" guard in the generated glue, the Workers and Node entries, the
+// Node dev gateway, the package README, and a size report checked against
+// the budget.
 import { execFileSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { parse } from "smol-toml";
+import { renameGlue, renameInitOutput, renameWasmTypings, shortenBoundaryNames } from "./boundary-names.mjs";
 import { brandClasses } from "./brand-classes.mjs";
 import { guardUninitialised, hideStateTokens, typingsForEs2022 } from "./glue-rewrites.mjs";
 
@@ -22,6 +24,24 @@ const wasmOpt = join(root, "js/node_modules/.bin/wasm-opt");
 
 function run(cmd, args) {
   execFileSync(cmd, args, { cwd: root, stdio: ["ignore", "inherit", "inherit"] });
+}
+
+// wasm-opt with wasm-pack.toml's flags, from `input` to `output`, then
+// short import and export names in place of wasm-bindgen's (see
+// boundary-names.mjs); returns the renames, for the glue.
+function optimise(input, output) {
+  run(wasmOpt, [...config["wasm-opt"].flags, input, "-o", output]);
+  const shortened = shortenBoundaryNames(readFileSync(output));
+  writeFileSync(output, shortened.bytes);
+  return shortened;
+}
+
+// The glue (`glue`, text), its typings and the raw module's typings with
+// the module's new boundary names.
+function renameBoundary(glue, names, { typingsPath, wasmTypingsPath }) {
+  writeFileSync(wasmTypingsPath, renameWasmTypings(readFileSync(wasmTypingsPath, "utf8"), names));
+  writeFileSync(typingsPath, renameInitOutput(readFileSync(typingsPath, "utf8"), names));
+  return renameGlue(glue, names);
 }
 
 // JS glue shipped inside the package (fetch port, HTTP handler, Durable
@@ -175,7 +195,7 @@ function addModule(outDir, spec) {
   ]);
   const wasm = `${name}_bg.wasm`;
   const before = statSync(join(tmp, wasm)).size;
-  run(wasmOpt, [...config["wasm-opt"].flags, join(tmp, wasm), "-o", join(outDir, wasm)]);
+  const renames = optimise(join(tmp, wasm), join(outDir, wasm));
   const glueSource = readFileSync(join(tmp, `${name}.js`), "utf8");
   const glued = guardUninitialised(brandClasses(glueSource));
   // A module without the governor has no states for it to find, so no
@@ -183,10 +203,7 @@ function addModule(outDir, spec) {
   if (!spec["state-classes"] && glued.includes("pacelineStateToken")) {
     throw new Error(`build: ${name} has state token methods but its state-classes is 0`);
   }
-  writeFileSync(
-    join(outDir, `${name}.js`),
-    spec["state-classes"] ? hideStateTokens(glued, spec["state-classes"]) : glued,
-  );
+  const tokensHidden = spec["state-classes"] ? hideStateTokens(glued, spec["state-classes"]) : glued;
   // Its typings name the wire types in its own copies of the glue.
   const typingsSource = readFileSync(join(tmp, `${name}.d.ts`), "utf8").replaceAll(
     '"./glue/',
@@ -194,6 +211,13 @@ function addModule(outDir, spec) {
   );
   writeFileSync(join(outDir, `${name}.d.ts`), typingsForEs2022(typingsSource));
   cpSync(join(tmp, `${name}_bg.wasm.d.ts`), join(outDir, `${name}_bg.wasm.d.ts`));
+  writeFileSync(
+    join(outDir, `${name}.js`),
+    renameBoundary(tokensHidden, renames, {
+      typingsPath: join(outDir, `${name}.d.ts`),
+      wasmTypingsPath: join(outDir, `${name}_bg.wasm.d.ts`),
+    }),
+  );
   // The inline JS snippets it imports (the same files as the full module's
   // when their text is the same: they are named by a hash of it).
   if (existsSync(join(tmp, "snippets"))) cpSync(join(tmp, "snippets"), join(outDir, "snippets"), { recursive: true });
@@ -264,11 +288,18 @@ for (const target of config.target) {
   run("wasm-pack", ["build", "--release", "--target", target.name, "--out-dir", outDir, "--out-name", OUT_NAME]);
   const wasmPath = join(outDir, `${OUT_NAME}_bg.wasm`);
   const before = statSync(wasmPath).size;
-  run(wasmOpt, [...config["wasm-opt"].flags, wasmPath, "-o", wasmPath]);
-  const gluePath = join(outDir, `${OUT_NAME}.js`);
-  writeFileSync(gluePath, hideStateTokens(guardUninitialised(brandClasses(readFileSync(gluePath, "utf8")))));
+  const renames = optimise(wasmPath, wasmPath);
   const typesPath = join(outDir, `${OUT_NAME}.d.ts`);
   writeFileSync(typesPath, typingsForEs2022(readFileSync(typesPath, "utf8")));
+  const gluePath = join(outDir, `${OUT_NAME}.js`);
+  const glued = hideStateTokens(guardUninitialised(brandClasses(readFileSync(gluePath, "utf8"))));
+  writeFileSync(
+    gluePath,
+    renameBoundary(glued, renames, {
+      typingsPath: typesPath,
+      wasmTypingsPath: join(outDir, `${OUT_NAME}_bg.wasm.d.ts`),
+    }),
+  );
   cpSync(packageReadme, join(outDir, "README.md"));
   addNodeGateway(outDir);
   const specs = target.module ?? [];

@@ -70,9 +70,13 @@ impl<T: GatewayTransport + ?Sized> GatewayPort for T {
 
     #[cfg(not(any(feature = "governor", not(target_arch = "wasm32"))))]
     fn charge(&self, _req: ChargeRequest) -> LocalBoxFuture<'_, Result<ChargeResponse>> {
-        Box::pin(std::future::ready(Err(crate::error::Error::invalid(
-            "budget charges need a module with budget states (paceline/client or paceline)",
-        ))))
+        // An async block, not `ready(Err(..))`: a `Ready` may hold an
+        // answer, and its drop glue would keep the answer's (a map).
+        Box::pin(async {
+            Err(crate::error::Error::invalid(
+                "budget charges need a module with budget states (paceline/client or paceline)",
+            ))
+        })
     }
 
     fn observe(&self, req: ObserveRequest) -> LocalBoxFuture<'_, Result<ObserveResponse>> {

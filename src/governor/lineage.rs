@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::budget::Counters;
 use crate::error::{Error, ErrorCode, Result};
 use crate::json::{as_object, Decode};
+use crate::json_write::{Encode, ObjectWriter};
 use crate::protocol::{limits, BudgetCounts, BudgetKind};
 
 /// A run's governance state, for handing to a child run or resuming this
@@ -70,6 +71,26 @@ impl Serialize for GovernanceSnapshot {
             .serialize_entries(&mut map, BudgetKind::count_name)?;
         map.serialize_entry("parentChildCalls", &self.parent_child_calls)?;
         map.end()
+    }
+}
+
+/// The same text as the `Serialize` impl's, written by hand: the wasm
+/// bindings hand snapshots to JS this way, without serde's serializer.
+impl Encode for GovernanceSnapshot {
+    fn write_json(&self, out: &mut String) {
+        let mut object = ObjectWriter::new(out);
+        object
+            .field("rootRunId", &self.root_run_id)
+            .field("currentRunId", &self.current_run_id)
+            .opt("currentPlayId", &self.current_play_id)
+            .field("ancestryPlayIds", &self.ancestry_play_ids)
+            .field("depth", &self.depth);
+        for (kind, count) in self.counts.iter() {
+            object.field(kind.count_name(), count);
+        }
+        object
+            .field("parentChildCalls", &self.parent_child_calls)
+            .end();
     }
 }
 
@@ -154,5 +175,36 @@ impl Lineage {
             ancestry,
             depth,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json_write::to_text;
+
+    /// JS receives the hand-written text; a Rust caller serialising with
+    /// serde gets the same.
+    #[test]
+    fn a_snapshot_is_written_as_serde_writes_it() {
+        let mut snapshot = GovernanceSnapshot::root("root \"1\"", None);
+        assert_eq!(
+            to_text(&snapshot),
+            serde_json::to_string(&snapshot).unwrap()
+        );
+        snapshot.current_play_id = Some("play/ü".to_owned());
+        snapshot.ancestry_play_ids = vec!["a".to_owned(), "b\n".to_owned()];
+        snapshot.depth = 2;
+        for (i, kind) in BudgetKind::ALL.into_iter().enumerate() {
+            snapshot.counts[kind] = 10 * i as u64 + u64::MAX / 2;
+        }
+        snapshot
+            .parent_child_calls
+            .insert("root \"1\"".to_owned(), 3);
+        snapshot.parent_child_calls.insert("child".to_owned(), 1);
+        assert_eq!(
+            to_text(&snapshot),
+            serde_json::to_string(&snapshot).unwrap()
+        );
     }
 }

@@ -102,7 +102,15 @@ pub fn rules_signature(rules: &[PacingRule]) -> String {
         })
         .collect();
     crate::sort::heap_sort_by(&mut parts, |a, b| a < b);
-    parts.join("|")
+    // Joined by hand: `join` on `String`s is a copy of its own in the wasm.
+    let mut signature = String::new();
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            signature.push('|');
+        }
+        signature.push_str(part);
+    }
+    signature
 }
 
 /// Whether any rule bounds calls in flight, which makes every permit carry a

@@ -6,7 +6,7 @@ use js_sys::{Function, Promise};
 use wasm_bindgen::prelude::*;
 
 use super::error::budget_kind;
-use super::js::{promise, rejected, serde_to_js};
+use super::js::{promise, rejected, to_js};
 use super::leases::{JsToolLease, JsWorkLease};
 use super::rate_input::header_of;
 use super::reader::{settle, ObjectArg};
@@ -165,7 +165,7 @@ impl JsGovernor {
         let g = self.inner.clone();
         promise(async move {
             let (name, run) = fork_input(&input)?;
-            serde_to_js(&g.fork_child(&name, &run).await?)
+            to_js(&g.fork_child(&name, &run).await?)
         })
     }
 
@@ -187,7 +187,7 @@ impl JsGovernor {
 
     #[wasm_bindgen(unchecked_return_type = "GovernanceSnapshot")]
     pub fn snapshot(&self) -> std::result::Result<JsValue, JsValue> {
-        serde_to_js(&self.inner.snapshot())
+        to_js(&self.inner.snapshot())
     }
 
     /// A provider's 429 seen outside `callTool`: the cooldown it asked for

@@ -56,30 +56,12 @@ pub(crate) fn number_text(x: f64) -> String {
     text_of(&Value::from(x))
 }
 
-/// Appends `n` in decimal, without core's formatter: keys and signatures
-/// written on the success path would otherwise compile it for a first
-/// permit.
-pub(crate) fn push_decimal(out: &mut String, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    let mut rest = n;
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend(digits[start..].iter().map(|&d| char::from(d)));
-}
-
 /// `value` as JSON text, written the way the protocol writes its
 /// messages. Not through `Value`'s `Display`, which writes through an I/O
 /// adapter whose error type brings core's string escaping and Unicode
 /// tables into the wasm.
 fn text_of(value: &Value) -> String {
-    crate::protocol::encode(value)
+    crate::json_write::to_text(value)
 }
 
 pub(crate) fn as_object<'a>(value: &'a Value, path: &'a str) -> Result<Fields<'a>> {

@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::json::push_decimal;
-
 /// A value that writes itself as JSON.
 pub trait Encode {
     fn write_json(&self, out: &mut String);
@@ -20,6 +18,24 @@ pub fn to_text<T: Encode + ?Sized>(value: &T) -> String {
     let mut out = String::new();
     value.write_json(&mut out);
     out
+}
+
+/// Appends `n` in decimal, without core's formatter: keys and signatures
+/// written on the success path would otherwise compile it for a first
+/// permit.
+pub(crate) fn push_decimal(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = n;
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[start..].iter().map(|&d| char::from(d)));
 }
 
 /// A value JS is handed that is not one of the wire's messages (a

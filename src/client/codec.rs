@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::port::{GatewayReply, GatewayTransport};
+use super::transport::{GatewayReply, GatewayTransport};
 use crate::error::{Error, Result};
 use crate::protocol::{decode, encode, parse_body, Endpoint, ErrorBody, Message};
 use crate::rt::LocalBoxFuture;

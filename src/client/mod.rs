@@ -8,6 +8,7 @@ mod pacer;
 mod permit;
 mod port;
 mod retry;
+mod transport;
 
 pub use budget::{BudgetState, GatewayBudgetState, LocalBudgetState};
 pub use budget_turn::CHARGE_TURN_TIMEOUT_MS;
@@ -20,5 +21,6 @@ pub use pacer::{
     LOCAL_WINDOW_GUARD_MS, QUOTA_REPORT_INTERVAL_MS, QUOTA_URGENT_MS, REFILL_TIMEOUT_MS,
 };
 pub use permit::Permit;
-pub use port::{GatewayPort, GatewayReply, GatewayTransport, InProcessGateway};
+pub use port::GatewayPort;
 pub use retry::STORE_RETRY_DELAYS_MS;
+pub use transport::{GatewayReply, GatewayTransport, InProcessGateway};

@@ -6,7 +6,8 @@ use serde::Serialize;
 
 use super::limits;
 use crate::error::{Error, Result};
-use crate::json::{number_text, push_decimal, Fields};
+use crate::json::{number_text, Fields};
+use crate::json_write::push_decimal;
 
 /// `Serialize` is for the governor's snapshots and the bucket view, which
 /// hold rules; the wire writes them by hand (`encode.rs`).

@@ -131,6 +131,7 @@ impl Bucket {
         // caller booked after it.
         let mut turn_ticket = None;
         let takes_tickets = ticket.is_some() && max_concurrency.is_some();
+        let turns = (self.turns_tat, self.slot_turns_tat);
         let wait_ms = if let Some(at) = parked {
             // Back about when the slot it was not given is ready, or sooner
             // for one freed meanwhile.
@@ -157,6 +158,18 @@ impl Bucket {
                 .max(u64::from(times.is_empty()))
         } else {
             0
+        };
+        // A client that asks for kept slots and is refused every leased
+        // permit (the bucket turns kind, or its rate is cut) comes back
+        // when told here, not at the turn just booked for it: a turn kept
+        // for it would hold back every caller booked after it, a turn per
+        // refusal.
+        let wait_ms = match leased && asks_slots && times.is_empty() {
+            true => {
+                (self.turns_tat, self.slot_turns_tat) = turns;
+                self.kind_retry_ms(now, wait_ms)
+            }
+            false => wait_ms,
         };
         Grant {
             times,

@@ -269,29 +269,18 @@ impl GatewayCore {
                 kept = Some((held, paced));
                 grant
             }
-            _ => {
-                let turns = (bucket.turns_tat, bucket.slot_turns_tat);
-                let mut grant = bucket.grant(
-                    req.requested,
-                    req.book_next_turn,
-                    req.turn_ticket,
-                    true,
-                    req.slots_wanted.is_some(),
-                    now,
-                    earliest,
-                    horizon,
-                    lease_ttl,
-                    &mut self.ids,
-                );
-                if req.slots_wanted.is_some() && grant.times.is_empty() {
-                    // It comes back when told here, not at the turn the
-                    // grant booked it: a turn kept for it would hold back
-                    // every caller booked after it, a turn per refusal.
-                    (bucket.turns_tat, bucket.slot_turns_tat) = turns;
-                    grant.wait_ms = bucket.kind_retry_ms(now, grant.wait_ms);
-                }
-                grant
-            }
+            _ => bucket.grant(
+                req.requested,
+                req.book_next_turn,
+                req.turn_ticket,
+                true,
+                req.slots_wanted.is_some(),
+                now,
+                earliest,
+                horizon,
+                lease_ttl,
+                &mut self.ids,
+            ),
         };
         let mut response = bucket.response(grant, now, self.config.dispatch_tolerance_ms());
         if bucket.max_concurrency().is_some() {

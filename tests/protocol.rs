@@ -187,24 +187,8 @@ fn rules_signature_text_is_stable() {
 /// when it is left out are pinned here (the fixtures check values only).
 #[test]
 fn an_acquire_request_encodes_every_field_by_its_wire_name_in_order() {
-    let minimal = AcquireRequest {
-        bucket_id: "b".into(),
-        rate_scope_token: None,
-        rules: vec![PacingRule::new(20, 1_000)],
-        requested: 5,
-        observed_successes: 0,
-        scheduler_schema: None,
-        dispatch_lead_ms: None,
-        returned_at_ms: Vec::new(),
-        book_next_turn: false,
-        released_lease_ids: Vec::new(),
-        quota: None,
-        slots_wanted: None,
-        held_lease_ids: Vec::new(),
-        turn_ticket: None,
-        slot_claim: None,
-        slot_kind: SlotKind::Streamed,
-    };
+    // Every optional field left out (what `acquire` builds).
+    let minimal = common::gateway::acquire("b", &[PacingRule::new(20, 1_000)], 5);
     assert_eq!(
         encode(&minimal),
         r#"{"bucketId":"b","rules":[{"requestsPerWindow":20,"windowMs":1000}],"requested":5}"#

@@ -109,22 +109,45 @@ impl fmt::Debug for HostCause {
     }
 }
 
+/// An error's fields live behind one pointer, so that every `Result` the
+/// crate returns carries a pointer rather than the fields: copying a
+/// 48-byte error out through each `?` on its way up made the wasm modules
+/// 4 to 13 KB larger in gzip. The fields read as the error's own
+/// (`e.code`, `e.message`, through `Deref`).
 #[derive(Clone, PartialEq)]
-pub struct Error {
+pub struct Error(Box<ErrorFields>);
+
+/// What an [`Error`] says: its code, its message and the facts it carries.
+#[derive(Clone, PartialEq)]
+pub struct ErrorFields {
     pub code: ErrorCode,
     pub message: String,
     pub detail: Option<Detail>,
+}
+
+impl std::ops::Deref for Error {
+    type Target = ErrorFields;
+
+    fn deref(&self) -> &ErrorFields {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Error {
+    fn deref_mut(&mut self) -> &mut ErrorFields {
+        &mut self.0
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Error {
+        Error(Box::new(ErrorFields {
             code,
             message: message.into(),
             detail: None,
-        }
+        }))
     }
 
     pub fn invalid(message: impl Into<String>) -> Self {
@@ -143,15 +166,15 @@ impl Error {
     /// existing clients parse this message to recover the three fields, so
     /// it must stay word for word.
     pub fn budget_exceeded(key: &str, observed: u64, limit: u64) -> Self {
-        Error {
-            code: ErrorCode::BudgetExceeded,
-            message: format!("Play execution {key} budget exceeded ({observed}/{limit})."),
-            detail: Some(Detail::Budget {
-                key: key.to_owned(),
-                observed,
-                limit,
-            }),
-        }
+        Error::new(
+            ErrorCode::BudgetExceeded,
+            format!("Play execution {key} budget exceeded ({observed}/{limit})."),
+        )
+        .with_detail(Detail::Budget {
+            key: key.to_owned(),
+            observed,
+            limit,
+        })
     }
 
     pub fn with_detail(mut self, detail: Detail) -> Self {

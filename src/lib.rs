@@ -22,7 +22,7 @@ pub mod time;
 #[cfg(target_arch = "wasm32")]
 pub mod wasm;
 
-pub use error::{Detail, Error, ErrorCode, HostCause, Result};
+pub use error::{Detail, Error, ErrorCode, ErrorFields, HostCause, Result};
 
 /// The crate's version, as the npm package reports it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

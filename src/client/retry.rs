@@ -32,19 +32,17 @@ where
 /// or the error to surface. Kept out of the generic loop, which has a copy
 /// per answer type.
 #[inline(never)]
-fn pause_after(e: Error, attempt: &mut usize) -> Result<Millis> {
+fn pause_after(mut e: Error, attempt: &mut usize) -> Result<Millis> {
     if e.code != ErrorCode::GatewayUnavailable {
         return Err(e);
     }
     let Some(&delay) = STORE_RETRY_DELAYS_MS.get(*attempt) else {
-        return Err(Error {
-            message: format!(
-                "the gateway failed {} times: {}",
-                STORE_RETRY_DELAYS_MS.len() + 1,
-                e.message
-            ),
-            ..e
-        });
+        e.message = format!(
+            "the gateway failed {} times: {}",
+            STORE_RETRY_DELAYS_MS.len() + 1,
+            e.message
+        );
+        return Err(e);
     };
     *attempt += 1;
     Ok(delay)

@@ -94,19 +94,19 @@ impl RunBudgets {
     async fn charge_state(&self, charges: &[BudgetCharge]) -> Result<()> {
         match self.state.charge(&self.root_run_id, charges).await {
             Ok(_) => Ok(()),
-            Err(Error {
-                code: ErrorCode::BudgetExceeded,
-                detail:
+            Err(e) => match (e.code, &e.detail) {
+                (
+                    ErrorCode::BudgetExceeded,
                     Some(Detail::Budget {
                         key,
                         observed,
                         limit,
                     }),
-                ..
-            }) if key.starts_with(CHILD_PER_PARENT) => {
-                Err(Error::budget_exceeded(CHILD_PER_PARENT, observed, limit))
-            }
-            Err(e) => Err(e),
+                ) if key.starts_with(CHILD_PER_PARENT) => {
+                    Err(Error::budget_exceeded(CHILD_PER_PARENT, *observed, *limit))
+                }
+                _ => Err(e),
+            },
         }
     }
 }

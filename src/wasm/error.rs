@@ -125,21 +125,21 @@ impl From<Error> for JsValue {
         if let Some(cause) = cause {
             set(&target, "cause", cause);
         }
-        match e.detail {
+        match &e.detail {
             Some(Detail::Budget {
                 key,
                 observed,
                 limit,
             }) => {
-                set(&target, "key", JsValue::from_str(&key));
-                set(&target, "observed", JsValue::from_f64(observed as f64));
-                set(&target, "limit", JsValue::from_f64(limit as f64));
+                set(&target, "key", JsValue::from_str(key));
+                set(&target, "observed", JsValue::from_f64(*observed as f64));
+                set(&target, "limit", JsValue::from_f64(*limit as f64));
             }
             Some(Detail::Cooldown { until_ms }) => {
                 set(
                     &target,
                     "cooldownUntilMs",
-                    JsValue::from_f64(until_ms as f64),
+                    JsValue::from_f64(*until_ms as f64),
                 );
             }
             Some(Detail::Cause(_)) | None => {}

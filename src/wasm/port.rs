@@ -75,11 +75,12 @@ impl JsPort {
                 .ok()
                 .and_then(|c| c.as_string())
                 .is_some_and(|c| ErrorCode::parse(&c).is_some());
-            let e = foreign(thrown.clone(), ErrorCode::GatewayUnavailable);
+            let mut e = foreign(thrown.clone(), ErrorCode::GatewayUnavailable);
             if coded {
                 e
             } else {
-                Error::unavailable(e.message).with_detail(Detail::Cause(keep(thrown)))
+                Error::unavailable(std::mem::take(&mut e.message))
+                    .with_detail(Detail::Cause(keep(thrown)))
             }
         };
         let returned = self

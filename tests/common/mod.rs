@@ -248,7 +248,7 @@ pub fn other_rejects() -> Vec<(&'static str, Result<String, String>, &'static st
     fn err<M: Message + std::fmt::Debug>(body: &str) -> Result<String, String> {
         match decode::<M>(body.as_bytes()) {
             Ok(m) => Err(format!("accepted {m:?}")),
-            Err(e) if e.code == paceline::ErrorCode::InvalidInput => Ok(e.message),
+            Err(e) if e.code == paceline::ErrorCode::InvalidInput => Ok(e.message.clone()),
             Err(e) => Err(format!("refused with the wrong code {}", e.code)),
         }
     }

@@ -8,7 +8,6 @@
 use super::block::{leases_and_times, Slot};
 use super::{GatewayRateState, Inner};
 use crate::client::retry::with_retries;
-use crate::error::Error;
 use crate::protocol::{limits, rules_signature, PacingRule, ReleaseRequest};
 use crate::rt::LocalBoxFuture;
 use crate::time::Millis;
@@ -233,15 +232,13 @@ impl GatewayRateState {
             {
                 pending.settled_upto = pending.settled_upto.max(place);
             }
-            if let Err(e) = outcome {
+            if let Err(mut e) = outcome {
                 if !request.lease_ids.is_empty() {
-                    *self.inner.release_failure.borrow_mut() = Some(Error {
-                        message: format!(
-                            "releasing leases of {} failed: {}",
-                            request.bucket_id, e.message
-                        ),
-                        ..e
-                    });
+                    e.message = format!(
+                        "releasing leases of {} failed: {}",
+                        request.bucket_id, e.message
+                    );
+                    *self.inner.release_failure.borrow_mut() = Some(e);
                 }
             }
         }

@@ -8,7 +8,7 @@
 
 use super::block::Slot;
 use super::GatewayRateState;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::protocol::{limits, PenalizeRequest};
 use crate::time::Millis;
 
@@ -43,9 +43,9 @@ impl GatewayRateState {
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
             quota: self.state(bucket_id, |s| s.quota.pending.take()),
         };
-        let outcome = self.inner.port.penalize(request).await.map_err(|e| Error {
-            message: format!("penalize failed for {bucket_id}: {}", e.message),
-            ..e
+        let outcome = self.inner.port.penalize(request).await.map_err(|mut e| {
+            e.message = format!("penalize failed for {bucket_id}: {}", e.message);
+            e
         });
         let until = outcome
             .as_ref()

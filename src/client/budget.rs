@@ -100,7 +100,7 @@ pub struct GatewayBudgetState {
     port: Rc<dyn GatewayPort>,
     rt: Rc<dyn Runtime>,
     /// Units reserved at the gateway and not yet used, per run and key.
-    remaining: RefCell<HashMap<(String, String), u64>>,
+    remaining: RefCell<HashMap<String, u64>>,
     /// One charge at a time, in arrival order, each for a bounded time.
     turns: Turns,
     /// Reservations sent and not settled, oldest first.
@@ -118,7 +118,15 @@ struct Plan {
     /// The exact shortfalls behind the blocks.
     exact: Vec<BudgetCharge>,
     /// Each touched key's units left once the blocks are reserved.
-    after: Vec<((String, String), u64)>,
+    after: Vec<(String, u64)>,
+}
+
+/// A run's counter in `remaining`: the run id's length, the run id, then
+/// the counter's key, so that no two (run, key) pairs share a text. (One
+/// map type for it and the governor's latencies, one copy of the map's
+/// code in the wasm.)
+fn units_key(root_run_id: &str, key: &str) -> String {
+    format!("{}:{root_run_id}{key}", root_run_id.len())
 }
 
 impl GatewayBudgetState {
@@ -155,7 +163,7 @@ impl GatewayBudgetState {
     pub fn reserved_unused(&self, root_run_id: &str, key: &str) -> u64 {
         self.remaining
             .borrow()
-            .get(&(root_run_id.to_owned(), key.to_owned()))
+            .get(&units_key(root_run_id, key))
             .copied()
             .unwrap_or(0)
     }
@@ -168,7 +176,7 @@ impl GatewayBudgetState {
             after: Vec::new(),
         };
         for c in charges {
-            let key = (root_run_id.to_owned(), c.key.clone());
+            let key = units_key(root_run_id, &c.key);
             // A key named twice charges on from what its first left.
             let held = match plan.after.iter().rposition(|(k, _)| *k == key) {
                 Some(at) => plan.after[at].1,
@@ -195,7 +203,7 @@ impl GatewayBudgetState {
         plan
     }
 
-    fn keep(&self, after: Vec<((String, String), u64)>) {
+    fn keep(&self, after: Vec<(String, u64)>) {
         let mut remaining = self.remaining.borrow_mut();
         for (key, units) in after {
             remaining.insert(key, units);
@@ -223,7 +231,11 @@ impl GatewayBudgetState {
                 // The block would cross the limit; the exact shortfall may
                 // not, and leaves nothing over.
                 for (key, units) in &mut plan.after {
-                    if plan.exact.iter().any(|c| c.key == key.1) {
+                    if plan
+                        .exact
+                        .iter()
+                        .any(|c| *key == units_key(root_run_id, &c.key))
+                    {
                         *units = 0;
                     }
                 }
@@ -345,7 +357,7 @@ impl GatewayBudgetState {
             if answer.is_ok() {
                 let mut remaining = self.remaining.borrow_mut();
                 for c in &request.charges {
-                    let key = (request.root_run_id.clone(), c.key.clone());
+                    let key = units_key(&request.root_run_id, &c.key);
                     let units = remaining.get(&key).copied().unwrap_or(0);
                     remaining.insert(key, units.saturating_add(c.amount));
                 }

@@ -25,10 +25,19 @@ pub trait BudgetState {
     ) -> LocalBoxFuture<'a, Result<ChargeResponse>>;
 }
 
+/// A run's counter in a map of them: the run id's length, the run id, then
+/// the counter's key, so that no two (run, key) pairs share a text. (One
+/// map type for the budget states' counters and the governor's latencies,
+/// one copy of the map's code in the wasm.)
+fn units_key(root_run_id: &str, key: &str) -> String {
+    format!("{}:{root_run_id}{key}", root_run_id.len())
+}
+
 /// Counters in this isolate's memory.
 #[derive(Default)]
 pub struct LocalBudgetState {
-    counters: RefCell<HashMap<String, BTreeMap<String, u64>>>,
+    /// By run and counter key (see [`units_key`]).
+    counters: RefCell<HashMap<String, u64>>,
 }
 
 impl LocalBudgetState {
@@ -38,10 +47,9 @@ impl LocalBudgetState {
 
     fn charge_now(&self, root_run_id: &str, charges: &[BudgetCharge]) -> Result<ChargeResponse> {
         let mut all = self.counters.borrow_mut();
-        let run = all.entry(root_run_id.to_owned()).or_default();
         for c in charges {
-            let observed = run
-                .get(&c.key)
+            let observed = all
+                .get(&units_key(root_run_id, &c.key))
                 .copied()
                 .unwrap_or(0)
                 .saturating_add(c.amount);
@@ -51,7 +59,7 @@ impl LocalBudgetState {
         }
         let mut counters = BTreeMap::new();
         for c in charges {
-            let n = run.entry(c.key.clone()).or_insert(0);
+            let n = all.entry(units_key(root_run_id, &c.key)).or_insert(0);
             *n += c.amount;
             counters.insert(c.key.clone(), *n);
         }
@@ -119,14 +127,6 @@ struct Plan {
     exact: Vec<BudgetCharge>,
     /// Each touched key's units left once the blocks are reserved.
     after: Vec<(String, u64)>,
-}
-
-/// A run's counter in `remaining`: the run id's length, the run id, then
-/// the counter's key, so that no two (run, key) pairs share a text. (One
-/// map type for it and the governor's latencies, one copy of the map's
-/// code in the wasm.)
-fn units_key(root_run_id: &str, key: &str) -> String {
-    format!("{}:{root_run_id}{key}", root_run_id.len())
 }
 
 impl GatewayBudgetState {

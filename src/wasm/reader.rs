@@ -177,24 +177,26 @@ pub(crate) fn message<M: crate::json::Decode>(value: &JsValue) -> Result<M> {
 /// An object argument whose fields are read one at a time, by name.
 pub(crate) struct ObjectArg {
     value: JsValue,
-    path: String,
+    /// Every object argument's name is written in the bindings, so it is
+    /// kept as it is there rather than copied.
+    path: &'static str,
 }
 
 impl ObjectArg {
     /// `value` as an object; `path` names it in errors. (An array passes
     /// here; `only` then refuses its items as unknown fields.)
-    pub fn new(value: &JsValue, path: &str) -> Result<ObjectArg> {
+    pub fn new(value: &JsValue, path: &'static str) -> Result<ObjectArg> {
         if !value.is_object() {
             return Err(wrong(Path::Given(path), "an object", value));
         }
         Ok(ObjectArg {
             value: value.clone(),
-            path: path.to_owned(),
+            path,
         })
     }
 
     /// `None` for `undefined` or `null`.
-    pub fn optional(value: &JsValue, path: &str) -> Result<Option<ObjectArg>> {
+    pub fn optional(value: &JsValue, path: &'static str) -> Result<Option<ObjectArg>> {
         if absent(value) {
             Ok(None)
         } else {
@@ -207,14 +209,14 @@ impl ObjectArg {
     }
 
     pub fn field<'a>(&'a self, key: &'a str) -> Path<'a> {
-        Path::Field(&self.path, key)
+        Path::Field(self.path, key)
     }
 
     /// Refuses any field not in `known` (see [`unknown_field`]).
     pub fn only(&self, known: &[&str]) -> Result<()> {
-        let keys = object_keys(&self.value).map_err(|e| unreadable(&self.path, e))?;
+        let keys = object_keys(&self.value).map_err(|e| unreadable(self.path, e))?;
         for key in keys.iter() {
-            let key = string_at(&key, Path::KeyOf(&self.path), 64)?;
+            let key = string_at(&key, Path::KeyOf(self.path), 64)?;
             if !known.contains(&key.as_str()) {
                 return Err(unknown_field(&self.name(&key), known));
             }
@@ -311,7 +313,7 @@ impl ObjectArg {
         let mut wrapped = serde_json::Map::new();
         wrapped.insert(key.to_owned(), list);
         let wrapped = Value::Object(wrapped);
-        rules_from(&as_object(&wrapped, &self.path)?, key)
+        rules_from(&as_object(&wrapped, self.path)?, key)
     }
 
     #[cfg(feature = "governor")]

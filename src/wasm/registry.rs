@@ -27,18 +27,21 @@ enum State {
 /// Live states in slots; a freed slot is reused, and its old token (still
 /// a key in the weak map) no longer matches the slot's.
 struct States {
-    /// Token → slot number.
-    tokens: WeakMap,
+    /// Token → slot number; made with the first state, so that the
+    /// registry itself needs no code to set it up.
+    tokens: Option<WeakMap>,
     slots: Vec<Option<(JsValue, State)>>,
     free: Vec<usize>,
 }
 
 thread_local! {
-    static STATES: RefCell<States> = RefCell::new(States {
-        tokens: WeakMap::new(),
-        slots: Vec::new(),
-        free: Vec::new(),
-    });
+    static STATES: RefCell<States> = const {
+        RefCell::new(States {
+            tokens: None,
+            slots: Vec::new(),
+            free: Vec::new(),
+        })
+    };
 }
 
 /// A state's entry in the registry, removed when the JS object goes.
@@ -63,7 +66,9 @@ impl Registration {
                     s.slots.len() - 1
                 }
             };
-            s.tokens.set(&token, &JsValue::from_f64(slot as f64));
+            s.tokens
+                .get_or_insert_with(WeakMap::new)
+                .set(&token, &JsValue::from_f64(slot as f64));
             slot
         });
         Registration { token, slot }
@@ -111,7 +116,7 @@ fn find(value: &JsValue) -> Option<State> {
     }
     STATES.with(|s| {
         let s = s.borrow();
-        let slot = s.tokens.get(token.unchecked_ref()).as_f64()? as usize;
+        let slot = s.tokens.as_ref()?.get(token.unchecked_ref()).as_f64()? as usize;
         match s.slots.get(slot) {
             Some(Some((owner, state))) if *owner == token => Some(state.clone()),
             _ => None,

@@ -84,8 +84,10 @@ impl Wakeup {
 thread_local! {
     /// Set once a timer could be set: the host allows them from then on.
     static TIMERS_ALLOWED: Cell<bool> = const { Cell::new(false) };
-    /// Wake-up times with sleeps on them, where timers are shared.
-    static WAKEUPS: RefCell<HashMap<Millis, Weak<Wakeup>>> = RefCell::new(HashMap::new());
+    /// Wake-up times with sleeps on them, where timers are shared; the map
+    /// is made by the first shared sleep, so the thread-local is a const
+    /// one, with no lazy set-up code.
+    static WAKEUPS: RefCell<Option<HashMap<Millis, Weak<Wakeup>>>> = const { RefCell::new(None) };
     static SHARES_TIMERS: bool = !in_workerd();
 }
 
@@ -143,6 +145,7 @@ impl Sleep {
         let wakeup = if shared {
             WAKEUPS.with(|w| {
                 let mut w = w.borrow_mut();
+                let w = w.get_or_insert_with(HashMap::new);
                 let set = w.get(&at).and_then(Weak::upgrade);
                 match set.filter(|t| !t.state.fired.get()) {
                     Some(t) => t,
@@ -200,10 +203,12 @@ impl Drop for Sleep {
         if self.shared && Rc::strong_count(t) == 1 {
             WAKEUPS.with(|w| {
                 let mut w = w.borrow_mut();
-                if w.get(&t.at)
-                    .is_some_and(|x| std::ptr::eq(x.as_ptr(), Rc::as_ptr(t)))
-                {
-                    w.remove(&t.at);
+                if let Some(w) = w.as_mut() {
+                    if w.get(&t.at)
+                        .is_some_and(|x| std::ptr::eq(x.as_ptr(), Rc::as_ptr(t)))
+                    {
+                        w.remove(&t.at);
+                    }
                 }
             });
         }

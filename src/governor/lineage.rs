@@ -160,7 +160,10 @@ impl Lineage {
                 .collect();
             return Err(Error::new(
                 ErrorCode::CycleDetected,
-                format!("play {play} would call itself: {}", chain.join(" -> ")),
+                format!(
+                    "play {play} would call itself: {}",
+                    crate::json::joined(&chain, " -> ")
+                ),
             ));
         }
         let depth = self.depth + 1;

@@ -328,7 +328,7 @@ impl ObjectArg {
 fn unknown_field(name: &str, known: &[&str]) -> Error {
     Error::invalid(format!(
         "{name} is not a known field; known here: {}",
-        known.join(", ")
+        crate::json::joined(known, ", ")
     ))
 }
 

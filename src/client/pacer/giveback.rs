@@ -40,7 +40,7 @@ pub(super) type Ticket = (String, u64);
 fn batch_key(bucket_id: &str, rules_key: &str) -> String {
     // Joined, not formatted: every acquire that goes to the gateway looks
     // up its batch, and `format!` would compile core's formatter there.
-    [bucket_id, rules_key].join("\0")
+    crate::json::joined(&[bucket_id, rules_key], "\0")
 }
 
 impl GatewayRateState {

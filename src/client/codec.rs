@@ -70,11 +70,33 @@ fn describe(body: &[u8], what: &str) -> String {
     if body.is_empty() {
         return "an empty body".into();
     }
-    let text = String::from_utf8_lossy(body);
+    let text = lossy_text(body);
     let start = crate::json::head(&text, EXCERPT_BYTES);
     let ellipsis = if start.len() < text.len() { "…" } else { "" };
     let excerpt = crate::json::quoted(&format!("{start}{ellipsis}"));
     format!("a body {what}: {excerpt}")
+}
+
+/// `bytes` as `String::from_utf8_lossy` reads them (each invalid sequence
+/// one U+FFFD), through `str::from_utf8`, which the JSON reader already
+/// brings into the wasm, rather than the library's lossy reader (1 KB).
+fn lossy_text(mut bytes: &[u8]) -> String {
+    let mut text = String::new();
+    loop {
+        match std::str::from_utf8(bytes) {
+            Ok(rest) => {
+                text.push_str(rest);
+                return text;
+            }
+            Err(e) => {
+                let valid = bytes.get(..e.valid_up_to()).unwrap_or_default();
+                text.push_str(std::str::from_utf8(valid).unwrap_or_default());
+                text.push(char::REPLACEMENT_CHARACTER);
+                let skipped = e.valid_up_to() + e.error_len().unwrap_or(bytes.len());
+                bytes = bytes.get(skipped..).unwrap_or_default();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -82,6 +104,22 @@ mod tests {
     use super::*;
     use crate::error::{Detail, ErrorCode};
     use crate::protocol::{AcquireResponse, ChargeResponse};
+
+    #[test]
+    fn a_body_that_is_not_utf8_reads_as_from_utf8_lossy_reads_it() {
+        let bodies: [&[u8]; 7] = [
+            b"",
+            b"plain",
+            b"bad \xff byte",
+            b"\xf0\x9f\x98 cut emoji, then \xf0\x9f\x98\x80 whole",
+            b"ends in a cut sequence \xe2\x82",
+            b"\xc0\xaf\xed\xa0\x80 overlong and surrogate",
+            b"\x80\x80\x80",
+        ];
+        for body in bodies {
+            assert_eq!(lossy_text(body), String::from_utf8_lossy(body), "{body:?}");
+        }
+    }
 
     fn reply(status: u16, body: &str) -> GatewayReply {
         GatewayReply {

@@ -45,7 +45,12 @@ fn seconds_ms(value: &str) -> Option<Millis> {
     {
         return None;
     }
-    let whole: Millis = whole.parse().ok()?;
+    // Digits only, so only an overflow fails: folded rather than through
+    // `str::parse`, whose integer reader is a function of its own in the
+    // wasm.
+    let whole = whole.bytes().try_fold(0 as Millis, |n, b| {
+        n.checked_mul(10)?.checked_add(Millis::from(b - b'0'))
+    })?;
     let mut ms: Millis = 0;
     for (i, digit) in fraction.bytes().enumerate() {
         let d = Millis::from(digit - b'0');
@@ -130,6 +135,14 @@ fn days_since_epoch(year: u64, month: u64, day: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delay_seconds_past_u64_are_no_delay_and_the_largest_saturates() {
+        assert_eq!(seconds_ms("18446744073709551616"), None);
+        assert_eq!(seconds_ms("18446744073709551615"), Some(Millis::MAX));
+        assert_eq!(seconds_ms("18446744073709551615.5"), Some(Millis::MAX));
+        assert_eq!(seconds_ms("007"), Some(7_000));
+    }
 
     #[test]
     fn known_dates_count_the_right_days() {

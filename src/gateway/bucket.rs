@@ -63,6 +63,10 @@ pub(crate) struct Bucket {
     /// The same for callers waiting on concurrency slots
     /// (see [`Bucket::book_slot_turn`]).
     pub slot_turns_tat: Micros,
+    /// Turns are sized by callers (see [`Bucket::fair_turn`]) only from
+    /// here on: a while after the rate was last cut, paused or cooling.
+    /// Not kept in a snapshot: a restored bucket sizes them at once.
+    pub fair_turns_from: Micros,
     /// What the provider said about its quota, and the grants since.
     pub quota: Quota,
     /// Successes clients reported (`observedSuccesses`), for the bucket view.
@@ -92,6 +96,7 @@ impl Bucket {
             last_at: None,
             turns_tat: floor,
             slot_turns_tat: floor,
+            fair_turns_from: 0,
             quota: Quota::default(),
             reported_successes: 0,
             returns: ReturnPool::default(),

@@ -69,7 +69,10 @@ impl Bucket {
         let fair = waiting_callers
             .filter(|_| fair_on)
             .map(|callers| Bucket::fair_turn(callers.max(1), turn_interval));
-        let shared = book_next_turn && fair.is_some() && self.others_wait(earliest, turn_interval);
+        let shared = book_next_turn
+            && fair.is_some()
+            && !self.in_whole_turns(self.next_free(earliest))
+            && self.others_wait(earliest, turn_interval);
         let wanted = match (shared, fair) {
             (true, Some(turn)) => requested.min(free_slots).min(turn),
             _ => requested.min(free_slots),

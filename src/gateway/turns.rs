@@ -47,6 +47,18 @@ const FAIR_TURNS_AFTER_CUT_US: Micros = 30_000_000;
 /// at the same throughput).
 const OVERDUE_CHAIN_RETRY_MS: u64 = 150;
 
+/// When a bucket's turns are sized by callers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FairTurns {
+    /// Not before this: the end of the warm-up, or of the wait after a cut.
+    from: Micros,
+    on: bool,
+    /// The end of the whole-horizon turns booked before they were: a
+    /// client whose turn is one of those is granted all of it (the client
+    /// after it comes when that turn ends, with no time to spare).
+    whole_until: Micros,
+}
+
 impl Bucket {
     /// Whether a grant fell short because other callers hold the timeline
     /// (its first time is past the earliest the caller could take), rather
@@ -78,13 +90,25 @@ impl Bucket {
     /// refuses it in the first second.
     pub(super) fn fair_turns(&mut self, now: Micros) -> bool {
         let reduced = self.adaptive.as_ref().is_some_and(|a| a.is_reduced());
+        let fair = &mut self.fair_turns;
         if reduced || self.cooldown_until > now {
-            self.fair_turns_from = now.saturating_add(FAIR_TURNS_AFTER_CUT_US);
+            fair.from = now.saturating_add(FAIR_TURNS_AFTER_CUT_US);
         }
-        if self.fair_turns_from == 0 {
-            self.fair_turns_from = now.saturating_add(FAIR_TURNS_WARM_UP_US).max(1);
+        if fair.from == 0 {
+            fair.from = now.saturating_add(FAIR_TURNS_WARM_UP_US).max(1);
         }
-        now >= self.fair_turns_from
+        let on = now >= fair.from;
+        if on && !fair.on {
+            fair.whole_until = self.turns_tat;
+        }
+        fair.on = on;
+        on
+    }
+
+    /// Whether a grant starting at `at` falls in a whole-horizon turn
+    /// booked before turns were sized by callers.
+    pub(super) fn in_whole_turns(&self, at: Micros) -> bool {
+        at < self.fair_turns.whole_until
     }
 
     /// The turn of a client with `callers` waiting while other clients

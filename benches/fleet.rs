@@ -6,14 +6,15 @@
 
 use std::time::Instant;
 
+use paceline::sim::arrivals::percentile;
 use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, at_the_edge, bursty, churning, concurrency_with_deaths, drifting_limit,
     drifting_limit_at, fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
     overstated_rule, per_request_state, provider_outage, ramp, rate_bound_slots, saturated,
-    shape_figures, slot_bound, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS,
-    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS,
-    SLOT_BOUND_RPS,
+    saturated_fleet, shape_figures, slot_bound, sparse, ten_slots_bind, time_to_reach,
+    DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS,
+    SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -43,25 +44,22 @@ fn row(
     );
 }
 
-/// One traffic shape beside its oracle (one central FIFO, no round trips).
+/// One traffic shape beside its oracle (one central FIFO, no round trips;
+/// for a closed loop, the same callers asking again as their calls end).
 fn shape_row(shape: &str, config: &FleetConfig) {
     let start = Instant::now();
     let r = run_fleet(config);
     let wall = start.elapsed();
     let f = shape_figures(config, &r);
-    // A closed loop's demand has no arrival times, so no oracle.
-    let oracle = if config.arrivals.is_some() {
-        format!("{:.0} / {:.0} ms", f.oracle_p50_ms, f.oracle_p99_ms)
-    } else {
-        "closed loop".to_owned()
-    };
     println!(
-        "| {shape} | {}/{} | {:.1}% | {:.0} / {:.0} ms | {oracle} | {:.3} | {:.1} ms |",
+        "| {shape} | {}/{} | {:.1}% | {:.0} / {:.0} ms | {:.0} / {:.0} ms | {:.3} | {:.1} ms |",
         f.densest,
         config.rule.requests_per_window,
         f.utilization * 100.0,
         f.wait_p50_ms,
         f.wait_p99_ms,
+        f.oracle_p50_ms,
+        f.oracle_p99_ms,
         f.round_trips_per_permit,
         wall.as_secs_f64() * 1e3,
     );
@@ -100,6 +98,48 @@ fn shapes() {
     ];
     for (name, config) in &shapes {
         shape_row(name, config);
+    }
+}
+
+/// Fleets whose every caller always wants its next call, beside the
+/// closed-loop oracle, at both horizons.
+fn saturated_fleets() {
+    println!();
+    println!(
+        "Saturated fleets: 20 req/s rule, calls of 40 ms (peer scenario a's: 20-60 ms, maxConcurrency 10), \
+         gateway 5 ms each way, 120 s (60 s); the oracle is one central FIFO serving the same callers \
+         in request order at the rule's rate, each asking again when its call completes. \
+         After 20 s: the calls dispatched once the fleet's start is past."
+    );
+    println!();
+    println!("| fleet | horizon ms | windows over the rule | utilization | added wait p50 / p99 | p99 after 20 s | oracle p50 / p99 | gateway round trips / permit | wall time |");
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for h in [1_000, FLEET_HORIZON_MS] {
+        let fleets = [
+            ("1 isolate x 8 callers", saturated_fleet(1, 8, h)),
+            ("4 x 4", saturated_fleet(4, 4, h)),
+            ("4 x 4, peer scenario a (paced slots)", rate_bound_slots(h)),
+            ("8 x 4", saturated_fleet(8, 4, h)),
+            ("32 x 8", saturated_fleet(32, 8, h)),
+        ];
+        for (name, config) in &fleets {
+            let start = Instant::now();
+            let r = run_fleet(config);
+            let wall = start.elapsed();
+            let f = shape_figures(config, &r);
+            println!(
+                "| {name} | {h} | {} | {:.1}% | {:.0} / {:.0} ms | {:.0} ms | {:.0} / {:.0} ms | {:.3} | {:.1} ms |",
+                r.windows_over(config.rule.requests_per_window, config.rule.window_ms),
+                f.utilization * 100.0,
+                f.wait_p50_ms,
+                f.wait_p99_ms,
+                percentile(&r.waits_from(20_000), 99.0),
+                f.oracle_p50_ms,
+                f.oracle_p99_ms,
+                f.round_trips_per_permit,
+                wall.as_secs_f64() * 1e3,
+            );
+        }
     }
 }
 
@@ -297,6 +337,7 @@ fn main() {
     demo_through_call_tool();
     demo_through_stalling_call_tool();
     shapes();
+    saturated_fleets();
     at_the_rule_s_edge();
 }
 

@@ -203,6 +203,7 @@ fn an_acquire_request_encodes_every_field_by_its_wire_name_in_order() {
         dispatch_lead_ms: Some(40),
         returned_at_ms: vec![1, 2],
         book_next_turn: true,
+        waiting_callers: Some(4),
         released_lease_ids: vec!["r".into()],
         quota: Some(QuotaReport {
             observed_at_ms: 9,
@@ -224,7 +225,7 @@ fn an_acquire_request_encodes_every_field_by_its_wire_name_in_order() {
             r#"{"bucketId":"b","rateScopeToken":"t","#,
             r#""rules":[{"requestsPerWindow":20,"windowMs":1000,"maxConcurrency":3,"adaptiveMaxRps":12.5}],"#,
             r#""requested":5,"observedSuccesses":7,"schedulerSchema":"s","dispatchLeadMs":40,"#,
-            r#""returnedAtMs":[1,2],"bookNextTurn":true,"releasedLeaseIds":["r"],"#,
+            r#""returnedAtMs":[1,2],"bookNextTurn":true,"waitingCallers":4,"releasedLeaseIds":["r"],"#,
             r#""quota":{"observedAtMs":9,"limit":100,"windowMs":60000,"remaining":4,"resetAtMs":99},"#,
             r#""slotsWanted":2,"heldLeaseIds":["h"],"turnTicket":0,"slotClaim":4,"slotKind":"paced"}"#
         )

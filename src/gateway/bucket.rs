@@ -11,6 +11,7 @@ use super::returns::ReturnPool;
 use super::throughput::{Throughput, READ_REACH_US};
 use super::tickets::TurnTickets;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
+use super::turns::FairTurns;
 use crate::error::{Error, Result};
 use crate::protocol::{PacingRule, QuotaReport};
 
@@ -63,6 +64,9 @@ pub(crate) struct Bucket {
     /// The same for callers waiting on concurrency slots
     /// (see [`Bucket::book_slot_turn`]).
     pub slot_turns_tat: Micros,
+    /// When turns are sized by callers (see [`Bucket::fair_turns`]). Not
+    /// kept in a snapshot: a restored bucket waits its warm-up again.
+    pub fair_turns: FairTurns,
     /// What the provider said about its quota, and the grants since.
     pub quota: Quota,
     /// Successes clients reported (`observedSuccesses`), for the bucket view.
@@ -92,6 +96,7 @@ impl Bucket {
             last_at: None,
             turns_tat: floor,
             slot_turns_tat: floor,
+            fair_turns: FairTurns::default(),
             quota: Quota::default(),
             reported_successes: 0,
             returns: ReturnPool::default(),

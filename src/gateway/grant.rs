@@ -33,6 +33,7 @@ impl Bucket {
         &mut self,
         requested: u64,
         book_next_turn: bool,
+        waiting_callers: Option<u64>,
         ticket: Option<u64>,
         leased: bool,
         asks_slots: bool,
@@ -51,13 +52,30 @@ impl Bucket {
             max.saturating_sub(self.leases.live(now) as u64)
                 .saturating_sub(held)
         });
-        let wanted = requested.min(free_slots);
         let rate = self.effective_rps().unwrap_or(f64::INFINITY);
         self.quota.expire(now);
         let adaptive_interval = if rate.is_finite() {
             interval_for_rps(rate)
         } else {
             0
+        };
+        // Among contending clients, a client booking its next turn is
+        // granted its turn's share now, and booked as much next.
+        let turn_interval = self.turn_interval(adaptive_interval);
+        let fair_on = max_concurrency.is_none() && self.fair_turns(now);
+        // A client that says how many callers it has (none waiting counts
+        // as one: it will have one when it comes back) is given turns of
+        // their share; an older client, which says nothing, whole ones.
+        let fair = waiting_callers
+            .filter(|_| fair_on)
+            .map(|callers| Bucket::fair_turn(callers.max(1), turn_interval));
+        let shared = book_next_turn
+            && fair.is_some()
+            && !self.in_whole_turns(self.next_free(earliest))
+            && self.others_wait(earliest, turn_interval);
+        let wanted = match (shared, fair) {
+            (true, Some(turn)) => requested.min(free_slots).min(turn),
+            _ => requested.min(free_slots),
         };
         let mut times = Vec::with_capacity(wanted.min(1_024) as usize);
         let mut lease_ids = max_concurrency.map(|_| Vec::with_capacity(times.capacity()));
@@ -153,8 +171,12 @@ impl Bucket {
         } else if wanted == 0 {
             self.book_slot_turn(requested, now, lease_ttl)
         } else if book_next_turn || self.contended(&times, wanted, earliest) {
-            let interval = self.turn_interval(adaptive_interval);
-            self.book_turn(wanted, now, horizon, interval)
+            // A client refused for others' permits, or one granted its share
+            // among them, is booked a turn of its callers' share.
+            let queued = self.turns_tat > self.next_free(earliest).saturating_add(turn_interval);
+            let fair = fair.filter(|_| shared || times.is_empty() || queued);
+            let booked = fair.map_or(wanted, |turn| wanted.min(turn));
+            self.book_turn(booked, now, horizon, turn_interval, fair.is_some())
                 .max(u64::from(times.is_empty()))
         } else {
             0

@@ -240,6 +240,7 @@ impl GatewayCore {
                     let mut grant = bucket.grant(
                         req.requested,
                         req.book_next_turn,
+                        req.waiting_callers,
                         None,
                         false,
                         true,
@@ -272,6 +273,7 @@ impl GatewayCore {
             _ => bucket.grant(
                 req.requested,
                 req.book_next_turn,
+                req.waiting_callers,
                 req.turn_ticket,
                 true,
                 req.slots_wanted.is_some(),

@@ -80,7 +80,9 @@ fn a_released_slot_starts_its_next_stream_no_earlier_than_its_last_allowed() {
     // One slot takes the whole rule: its calls are a twentieth of a
     // second apart.
     let (mut ids, mut b) = (ids(), bucket(20, 1));
-    let legacy = b.grant(1, false, None, true, false, 0, 0, 1_000_000, TTL, &mut ids);
+    let legacy = b.grant(
+        1, false, None, None, true, false, 0, 0, 1_000_000, TTL, &mut ids,
+    );
     assert_eq!(legacy.times, [0]);
     let lease = legacy.lease_ids.unwrap();
     b.leases.release(&lease, 10_000, TTL);

@@ -80,6 +80,7 @@ impl Encode for AcquireRequest {
             .opt("dispatchLeadMs", &self.dispatch_lead_ms)
             .list("returnedAtMs", &self.returned_at_ms)
             .flag("bookNextTurn", self.book_next_turn)
+            .opt("waitingCallers", &self.waiting_callers)
             .list("releasedLeaseIds", &self.released_lease_ids)
             .opt("quota", &self.quota)
             .opt("slotsWanted", &self.slots_wanted)

@@ -32,6 +32,12 @@ pub struct AcquireRequest {
     /// gateway books its next turn with this grant (and says when, in
     /// `waitMs`) instead of letting it come back to be refused.
     pub book_next_turn: bool,
+    /// How many of this client's callers wait for a permit: while other
+    /// clients wait for their turns, the gateway sizes this client's turn
+    /// by its callers (a round of a central queue), not by the horizon. An
+    /// older gateway ignores it; without it (an older client) turns are
+    /// sized by `requested`.
+    pub waiting_callers: Option<u64>,
     /// Leases this client is done with, riding on the acquire instead of a
     /// release of their own; the gateway ends them before it grants. A
     /// client sends them only to a gateway that announced
@@ -118,6 +124,7 @@ impl Decode for AcquireRequest {
             dispatch_lead_ms: f.opt_integer("dispatchLeadMs", 0, limits::MAX_DISPATCH_LEAD_MS)?,
             returned_at_ms: returned_times(&f)?,
             book_next_turn: f.opt_bool("bookNextTurn")?.unwrap_or(false),
+            waiting_callers: f.opt_integer("waitingCallers", 0, limits::MAX_REQUESTED)?,
             released_lease_ids: match f.opt_array("releasedLeaseIds", limits::MAX_RELEASE_BATCH)? {
                 Some(items) => lease_id_list(&f, "releasedLeaseIds", items)?,
                 None => Vec::new(),

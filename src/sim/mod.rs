@@ -11,6 +11,7 @@ mod fake_clock;
 mod faulty_port;
 mod fleet;
 pub mod jitter;
+pub mod oracle;
 mod provider;
 mod report;
 mod requests;

@@ -82,6 +82,17 @@ impl FleetReport {
             .fold(0.0, f64::max)
     }
 
+    /// The waits of the calls dispatched at or after `from` (ms since
+    /// start): a fleet's waits once its start is past.
+    pub fn waits_from(&self, from: Millis) -> Vec<f64> {
+        self.dispatch_log
+            .iter()
+            .zip(&self.waits)
+            .filter(|((at, _), _)| *at >= from)
+            .map(|(_, &wait)| wait)
+            .collect()
+    }
+
     /// The longest any dispatched call waited from its arrival, ms.
     pub fn longest_wait_ms(&self) -> f64 {
         self.waits.iter().copied().fold(0.0, f64::max)

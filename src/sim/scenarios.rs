@@ -4,6 +4,7 @@
 use super::arrivals::{bursts, churn, oracle_waits, percentile, poisson};
 use super::fleet::FleetConfig;
 use super::jitter::{Jitter, Spread};
+use super::oracle::closed_loop_oracle_waits;
 use super::provider::ProviderModel;
 use super::report::FleetReport;
 use crate::client::LOCAL_WINDOW_GUARD_MS;
@@ -56,6 +57,16 @@ pub fn transit_allowance_ms(config: &FleetConfig) -> Millis {
 /// 32 isolates x 8 callers, 20 req/s configured and true, 120 s.
 pub fn saturated(horizon_ms: Millis) -> FleetConfig {
     with_horizon(FleetConfig::saturated(), horizon_ms)
+}
+
+/// `isolates` x `callers` calling back to back (calls of 40 ms) against a
+/// 20 req/s rule the provider honours, 120 s: every caller always wants its
+/// next call, so the fleet's waits are its share of the queue.
+pub fn saturated_fleet(isolates: usize, callers: usize, horizon_ms: Millis) -> FleetConfig {
+    let mut c = saturated(horizon_ms);
+    c.isolates = isolates;
+    c.callers_per_isolate = callers;
+    c
 }
 
 /// A 20 req/s rule with `maxConcurrency: 5`, calls of 500 ms (so the slots
@@ -253,7 +264,8 @@ pub struct ShapeFigures {
 }
 
 /// The figures of a shape run, with the oracle computed from the same
-/// arrivals.
+/// arrivals, or for a closed loop from the same callers (each asking again
+/// when its call completes).
 pub fn shape_figures(config: &FleetConfig, r: &FleetReport) -> ShapeFigures {
     let densest = r.densest_window(config.rule.window_ms);
     let (utilization, oracle) = match &config.arrivals {
@@ -267,7 +279,7 @@ pub fn shape_figures(config: &FleetConfig, r: &FleetReport) -> ShapeFigures {
         None => (
             r.dispatches.len() as f64
                 / (config.rule.requests_per_second() * config.duration_ms as f64 / 1_000.0),
-            Vec::new(),
+            closed_loop_oracle_waits(config),
         ),
     };
     ShapeFigures {

@@ -14,6 +14,7 @@ pub fn acquire(bucket: &str, rules: &[PacingRule], requested: u64) -> AcquireReq
         dispatch_lead_ms: None,
         returned_at_ms: Vec::new(),
         book_next_turn: false,
+        waiting_callers: None,
         released_lease_ids: Vec::new(),
         quota: None,
         slots_wanted: None,

@@ -371,6 +371,8 @@ impl GatewayRateState {
                     turn_ticket,
                 )
             });
+        // Its turns among contending clients are sized by its callers.
+        let waiting_callers = self.state(bucket_id, |s| s.waiters);
         let (slots_wanted, held_lease_ids, slot_kind, slot_claim) = match slots {
             Some(((wanted, held, kind), claim)) => (Some(wanted), held, kind, Some(claim)),
             None => (None, Vec::new(), SlotKind::Streamed, None),
@@ -388,6 +390,7 @@ impl GatewayRateState {
             dispatch_lead_ms: Some(lead),
             returned_at_ms: riders.returned,
             book_next_turn,
+            waiting_callers: Some(waiting_callers),
             quota,
             released_lease_ids: riders.leases.iter().map(|(_, id)| id.clone()).collect(),
             slots_wanted,

@@ -148,6 +148,7 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
         },
         reported_successes: r.uint()?,
         slot_turns_tat: r.uint()?,
+        fair_turns: Default::default(),
         returns: Default::default(),
         throughput: Throughput::default(),
     };

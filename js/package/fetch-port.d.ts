@@ -33,6 +33,8 @@ export interface AcquireRequest {
   returnedAtMs?: number[];
   /** The client's callers drained its last block: book its next turn with this grant. */
   bookNextTurn?: boolean;
+  /** How many of the client's callers wait for a permit: among contending clients its turn holds their share of a round, not a whole horizon (ignored by older gateways). */
+  waitingCallers?: number;
   /** Leases the client is done with, ended before the grant (sent only to gateways that announce dispatchToleranceMs). */
   releasedLeaseIds?: string[];
   /** The turn ticket a refusal for want of a slot gave this client, shown when it comes back; 0 to take tickets while holding none. */

@@ -166,7 +166,7 @@ impl Bucket {
             };
             let wait_ms = self.ticket_turn_ms(place, now, lease_ttl);
             let turn = now.saturating_add(micros(wait_ms));
-            turn_ticket = Some(self.tickets.book(redeemed, turn, 1));
+            turn_ticket = Some(self.tickets.book(redeemed, turn, 1, ids));
             wait_ms
         } else if wanted == 0 {
             self.book_slot_turn(requested, now, lease_ttl)

@@ -7,16 +7,28 @@
 //! callers came straight back took every freed slot and one isolate of
 //! four starved). A ticket not shown by its turn plus a grace is void, so
 //! a client that went away holds nothing for long.
+//!
+//! A ticket is a place in line and a secret: its high bits count the
+//! tickets given, so tickets order as they were given, and its low
+//! [`DRAWN_BITS`] are drawn from the gateway's keyed ids. A client that
+//! sees its own ticket learns where the line stands but cannot show the
+//! next client's and take its turn (with tickets counted 1, 2, 3 it could).
 
 use std::collections::VecDeque;
 
+use super::lease_id::LeaseIds;
 use super::timeline::Micros;
+use crate::protocol::limits::MAX_TURN_TICKET;
 
 /// How long after its turn a ticket still holds its slots.
 const GRACE_US: Micros = 250_000;
 
 /// The most tickets outstanding per bucket; past it the oldest is void.
 pub(crate) const MAX_TICKETS: usize = 256;
+
+/// The drawn low bits of a ticket: a guess at another client's ticket is
+/// right once in 16 million, and a wrong one is only no ticket.
+const DRAWN_BITS: u32 = 24;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Booking {
@@ -41,7 +53,13 @@ impl TurnTickets {
     /// Books `slots` at `turn` under a new ticket, or under `redeemed`, a
     /// ticket just taken back from a client that came too early, which
     /// keeps its place.
-    pub fn book(&mut self, redeemed: Option<u64>, turn: Micros, slots: u64) -> u64 {
+    pub fn book(
+        &mut self,
+        redeemed: Option<u64>,
+        turn: Micros,
+        slots: u64,
+        ids: &mut LeaseIds,
+    ) -> u64 {
         let booking = |ticket| Booking {
             ticket,
             turn,
@@ -55,9 +73,29 @@ impl TurnTickets {
         if self.booked.len() == MAX_TICKETS {
             self.booked.pop_front();
         }
-        self.last += 1;
-        self.booked.push_back(booking(self.last));
-        self.last
+        let ticket = self.next_ticket(ids);
+        self.last = ticket;
+        self.booked.push_back(booking(ticket));
+        ticket
+    }
+
+    /// The next ticket: one place after the last given, with drawn low
+    /// bits. The count starts again from 1 when no booking stands (no
+    /// client holds a live ticket to order against), and when it would
+    /// pass what a JS number holds exactly the standing bookings are void,
+    /// which after some 500 million tickets in one line costs their
+    /// clients their places once.
+    fn next_ticket(&mut self, ids: &mut LeaseIds) -> u64 {
+        let mut place = match self.booked.is_empty() {
+            true => 1,
+            false => (self.last >> DRAWN_BITS) + 1,
+        };
+        if place > MAX_TURN_TICKET >> DRAWN_BITS {
+            self.booked.clear();
+            place = 1;
+        }
+        let drawn = ids.next_id() as u64 & ((1 << DRAWN_BITS) - 1);
+        place << DRAWN_BITS | drawn
     }
 
     /// Voids the tickets whose turn and grace have passed.
@@ -91,12 +129,17 @@ impl TurnTickets {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::lease_id::LeaseKey;
+
+    fn ids() -> LeaseIds {
+        LeaseIds::new(LeaseKey([3; 32]))
+    }
 
     #[test]
     fn slots_are_held_for_tickets_in_the_order_they_were_given() {
-        let mut t = TurnTickets::default();
-        let first = t.book(None, 1_000, 2);
-        let second = t.book(None, 2_000, 1);
+        let (mut t, mut ids) = (TurnTickets::default(), ids());
+        let first = t.book(None, 1_000, 2, &mut ids);
+        let second = t.book(None, 2_000, 1, &mut ids);
         assert_eq!(
             t.held_before(None),
             3,
@@ -115,22 +158,58 @@ mod tests {
 
     #[test]
     fn a_ticket_shown_too_early_is_booked_again_in_its_place() {
-        let mut t = TurnTickets::default();
-        let first = t.book(None, 1_000, 1);
-        let second = t.book(None, 1_100, 1);
+        let (mut t, mut ids) = (TurnTickets::default(), ids());
+        let first = t.book(None, 1_000, 1, &mut ids);
+        let second = t.book(None, 1_100, 1, &mut ids);
         assert!(t.redeem(first));
-        assert_eq!(t.book(Some(first), 1_200, 1), first);
+        assert_eq!(t.book(Some(first), 1_200, 1, &mut ids), first);
         assert_eq!(t.held_before(Some(second)), 1, "still ahead of the second");
     }
 
     #[test]
     fn a_ticket_nobody_shows_is_void_after_its_grace() {
-        let mut t = TurnTickets::default();
-        let gone = t.book(None, 1_000, 3);
+        let (mut t, mut ids) = (TurnTickets::default(), ids());
+        let gone = t.book(None, 1_000, 3, &mut ids);
         t.expire(1_000 + GRACE_US);
         assert_eq!(t.held_before(None), 3);
         t.expire(1_001 + GRACE_US);
         assert_eq!(t.held_before(None), 0);
         assert!(!t.redeem(gone), "shown after its grace, it is void");
+    }
+
+    #[test]
+    fn tickets_order_as_given_but_the_next_cannot_be_told_from_the_last_bug_tickets_were_1_2_3() {
+        let (mut t, mut ids) = (TurnTickets::default(), ids());
+        let given: Vec<u64> = (0..5)
+            .map(|i| t.book(None, 1_000 + i, 1, &mut ids))
+            .collect();
+        assert!(
+            given.windows(2).all(|w| w[0] < w[1]),
+            "in line order: {given:?}"
+        );
+        let drawn: Vec<u64> = given.iter().map(|g| g & ((1 << DRAWN_BITS) - 1)).collect();
+        let steps: Vec<u64> = given.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(
+            steps.windows(2).any(|w| w[0] != w[1]),
+            "one ticket and a fixed step would give the next: {given:?}"
+        );
+        assert!(drawn.iter().any(|&d| d != drawn[0]), "{drawn:?}");
+        let guess = given[4] + 1;
+        assert!(!t.redeem(guess), "a guessed ticket holds no place");
+        assert_eq!(t.held_before(None), 5, "and no booking was taken back");
+    }
+
+    #[test]
+    fn the_count_starts_again_when_no_booking_stands_and_stays_within_a_js_number() {
+        let (mut t, mut ids) = (TurnTickets::default(), ids());
+        let first = t.book(None, 1_000, 1, &mut ids);
+        assert_eq!(first >> DRAWN_BITS, 1);
+        t.book(None, 1_100, 1, &mut ids);
+        t.expire(2_000 + GRACE_US);
+        assert_eq!(t.book(None, 3_000, 1, &mut ids) >> DRAWN_BITS, 1);
+        t.last = MAX_TURN_TICKET;
+        let wrapped = t.book(None, 3_100, 1, &mut ids);
+        assert!(wrapped <= MAX_TURN_TICKET && wrapped >> DRAWN_BITS == 1);
+        assert_eq!(t.booked.len(), 1, "the standing bookings were void");
     }
 }

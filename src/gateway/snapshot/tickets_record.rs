@@ -67,6 +67,7 @@ pub(super) fn read_tickets(r: &mut Reader) -> Result<TurnTickets> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gateway::lease_id::{LeaseIds, LeaseKey};
 
     fn bytes(t: &TurnTickets) -> Vec<u8> {
         let mut w = Writer(Vec::new());
@@ -76,11 +77,11 @@ mod tests {
 
     #[test]
     fn turn_tickets_round_trip() {
-        let mut t = TurnTickets::default();
-        let first = t.book(None, 1_000, 1);
-        t.book(None, 2_000, 2);
-        t.book(None, 3_000, 1);
-        assert!(t.redeem(first + 1));
+        let (mut t, mut ids) = (TurnTickets::default(), LeaseIds::new(LeaseKey([5; 32])));
+        t.book(None, 1_000, 1, &mut ids);
+        let second = t.book(None, 2_000, 2, &mut ids);
+        t.book(None, 3_000, 1, &mut ids);
+        assert!(t.redeem(second));
         let bytes = bytes(&t);
         let back = read_tickets(&mut Reader {
             bytes: &bytes,
@@ -93,7 +94,7 @@ mod tests {
     #[test]
     fn a_ticket_past_the_last_given_is_refused() {
         let mut t = TurnTickets::default();
-        t.book(None, 1_000, 1);
+        t.book(None, 1_000, 1, &mut LeaseIds::new(LeaseKey([5; 32])));
         t.last = 0;
         let bytes = bytes(&t);
         let e = read_tickets(&mut Reader {

@@ -4,8 +4,6 @@
 //! inlines into each caller, which cost the limiter module 2.2 KB gzip
 //! more than this.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
 /// A value that writes itself as JSON.
@@ -192,16 +190,6 @@ impl<T: Encode> Encode for [T] {
 impl<T: Encode> Encode for Vec<T> {
     fn write_json(&self, out: &mut String) {
         self.as_slice().write_json(out);
-    }
-}
-
-impl<T: Encode> Encode for BTreeMap<String, T> {
-    fn write_json(&self, out: &mut String) {
-        let mut object = ObjectWriter::new(out);
-        for (key, value) in self {
-            object.field(key, value);
-        }
-        object.end();
     }
 }
 

@@ -36,18 +36,6 @@ pub(crate) fn push_decimal(out: &mut String, n: u64) {
     out.extend(digits[start..].iter().map(|&d| char::from(d)));
 }
 
-/// A value JS is handed that is not one of the wire's messages (a
-/// governor's snapshot, a bucket's view), through serde.
-pub fn serde_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
-    match serde_json::to_string(value) {
-        Ok(text) => text,
-        // Not `expect`: that would format serde_json's error, and with it
-        // core's string escaping, into the wasm for a case that cannot
-        // happen (every such value's map keys are strings).
-        Err(_) => unreachable!("these values always serialize"),
-    }
-}
-
 /// An object being written: `field` by field, then `end`.
 pub struct ObjectWriter<'a> {
     out: &'a mut String,

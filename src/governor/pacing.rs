@@ -78,7 +78,17 @@ pub(crate) struct Pacing {
     /// the call (a 429, a success) lands in that bucket and not in whichever
     /// scope its provider resolved to most recently. Keyed by tool alone: a
     /// report naming the provider differently still finds it.
-    last_scope: RefCell<HashMap<String, RateScope>>,
+    last_scope: RefCell<LastScopes>,
+}
+
+/// Each tool's last scope, found by the tool's place in a list. The places
+/// are a `HashMap<String, u64>`, the type the budget states' counters and
+/// the latencies already use, so this map brings no hash table code of its
+/// own into the wasm.
+#[derive(Default)]
+struct LastScopes {
+    place: HashMap<String, u64>,
+    scopes: Vec<RateScope>,
 }
 
 impl Pacing {
@@ -95,7 +105,7 @@ impl Pacing {
             resolve_rate_scope,
             org_id,
             default_rule,
-            last_scope: RefCell::new(HashMap::new()),
+            last_scope: RefCell::default(),
         }
     }
 
@@ -145,13 +155,15 @@ impl Pacing {
 
     /// Records the scope a permit of the tool came from, for its feedback.
     pub fn remember(&self, tool_id: &str, scope: &RateScope) {
-        let mut last = self.last_scope.borrow_mut();
-        match last.get_mut(tool_id) {
+        let last = &mut *self.last_scope.borrow_mut();
+        match last.place.get(tool_id) {
             // Keep the entry's allocations: this runs on every acquire.
-            Some(s) if s == scope => {}
-            Some(entry) => *entry = scope.clone(),
+            Some(&i) if last.scopes[i as usize] == *scope => {}
+            Some(&i) => last.scopes[i as usize] = scope.clone(),
             None => {
-                last.insert(tool_id.to_owned(), scope.clone());
+                last.place
+                    .insert(tool_id.to_owned(), last.scopes.len() as u64);
+                last.scopes.push(scope.clone());
             }
         }
     }
@@ -166,7 +178,9 @@ impl Pacing {
 
     /// The scope `tool_id` last drew from, if it was ever paced.
     pub fn tool_scope(&self, tool_id: &str) -> Option<RateScope> {
-        self.last_scope.borrow().get(tool_id).cloned()
+        let last = self.last_scope.borrow();
+        let i = *last.place.get(tool_id)?;
+        Some(last.scopes[i as usize].clone())
     }
 
     fn org_bucket(&self, provider: &str) -> String {

@@ -6,6 +6,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
+use crate::protocol::CounterMap;
 
 /// A value read from JSON with validation: one that comes back is in range,
 /// and every bad field was reported by name.
@@ -337,13 +338,11 @@ impl<'a> Fields<'a> {
     }
 
     /// An object of counters: every value an integer >= 0.
-    pub fn opt_counters(&self, field: &str) -> Result<std::collections::BTreeMap<String, u64>> {
+    pub fn opt_counters(&self, field: &str) -> Result<CounterMap> {
         let Some(object) = self.opt_object(field)? else {
             return Ok(Default::default());
         };
-        // Inserted one by one: collecting into a map sorts the pairs first,
-        // with a sort of its own in the wasm build.
-        let mut counters = std::collections::BTreeMap::new();
+        let mut counters = CounterMap::new();
         for k in object.map.keys() {
             counters.insert(k.clone(), object.integer(k, 0, u64::MAX)?);
         }

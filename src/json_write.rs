@@ -4,8 +4,6 @@
 //! inlines into each caller, which cost the limiter module 2.2 KB gzip
 //! more than this.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
 /// A value that writes itself as JSON.
@@ -36,18 +34,6 @@ pub(crate) fn push_decimal(out: &mut String, n: u64) {
         }
     }
     out.extend(digits[start..].iter().map(|&d| char::from(d)));
-}
-
-/// A value JS is handed that is not one of the wire's messages (a
-/// governor's snapshot, a bucket's view), through serde.
-pub fn serde_text<T: serde::Serialize + ?Sized>(value: &T) -> String {
-    match serde_json::to_string(value) {
-        Ok(text) => text,
-        // Not `expect`: that would format serde_json's error, and with it
-        // core's string escaping, into the wasm for a case that cannot
-        // happen (every such value's map keys are strings).
-        Err(_) => unreachable!("these values always serialize"),
-    }
 }
 
 /// An object being written: `field` by field, then `end`.
@@ -192,16 +178,6 @@ impl<T: Encode> Encode for [T] {
 impl<T: Encode> Encode for Vec<T> {
     fn write_json(&self, out: &mut String) {
         self.as_slice().write_json(out);
-    }
-}
-
-impl<T: Encode> Encode for BTreeMap<String, T> {
-    fn write_json(&self, out: &mut String) {
-        let mut object = ObjectWriter::new(out);
-        for (key, value) in self {
-            object.field(key, value);
-        }
-        object.end();
     }
 }
 

@@ -4,7 +4,7 @@
 //! units, not per unit.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::budget_turn::{Turn, Turns};
@@ -12,7 +12,7 @@ use super::port::GatewayPort;
 use super::retry::with_retries;
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::limits::RESEND_HORIZON_MS;
-use crate::protocol::{BudgetCharge, BudgetKind, ChargeRequest, ChargeResponse};
+use crate::protocol::{BudgetCharge, BudgetKind, ChargeRequest, ChargeResponse, CounterMap};
 use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::Millis;
 
@@ -57,7 +57,7 @@ impl LocalBudgetState {
                 return Err(Error::budget_exceeded(&c.key, observed, c.limit));
             }
         }
-        let mut counters = BTreeMap::new();
+        let mut counters = CounterMap::new();
         for c in charges {
             let n = all.entry(units_key(root_run_id, &c.key)).or_insert(0);
             *n += c.amount;
@@ -223,7 +223,7 @@ impl GatewayBudgetState {
         if plan.blocks.is_empty() {
             self.keep(plan.after);
             return Some(Ok(ChargeResponse {
-                counters: BTreeMap::new(),
+                counters: CounterMap::new(),
             }));
         }
         let answer = match self.reserve(turn, root_run_id, &plan.blocks).await? {

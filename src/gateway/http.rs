@@ -5,7 +5,7 @@
 use super::GatewayCore;
 use crate::error::{Error, ErrorCode, Result};
 use crate::json::quoted;
-use crate::json_write::{serde_text, Encode};
+use crate::json_write::{to_text, Encode};
 use crate::protocol::{
     decode, encode, AcquireRequest, ChargeRequest, Endpoint, ErrorBody, ObserveRequest,
     PenalizeRequest, ReleaseRequest, Route, BUCKET_VIEW_PREFIX,
@@ -78,7 +78,7 @@ fn route(
             match core.bucket(&bucket_id, token.as_deref(), now_ms)? {
                 Some(view) => Ok(HttpResponse {
                     status: 200,
-                    body: serde_text(&view),
+                    body: to_text(&view),
                 }),
                 None => Ok(HttpResponse {
                     status: 404,

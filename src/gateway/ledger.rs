@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 use super::timeline::{micros, Micros};
 use crate::error::{Error, Result};
 use crate::protocol::limits::RESENT_REACH_MS;
-use crate::protocol::{BudgetCharge, ChargeRequest, ChargeResponse};
+use crate::protocol::{BudgetCharge, ChargeRequest, ChargeResponse, CounterMap};
 
 /// How many reservation ids a run remembers for idempotent retries; older
 /// ones are forgotten first. Clients reserve in blocks (256 tool calls at a
@@ -187,9 +187,7 @@ impl Ledger {
 fn answer(outcome: &Outcome, charges: &[BudgetCharge]) -> Result<ChargeResponse> {
     match outcome {
         Outcome::Charged(counts) => {
-            // Inserted one by one: collecting into a map sorts the pairs
-            // first, with a sort of its own in the wasm build.
-            let mut counters = BTreeMap::new();
+            let mut counters = CounterMap::new();
             for (c, &n) in charges.iter().zip(counts) {
                 counters.insert(c.key.clone(), n);
             }

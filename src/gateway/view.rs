@@ -6,6 +6,7 @@ use serde::Serialize;
 use super::timeline::{ceil_ms, micros};
 use super::GatewayCore;
 use crate::error::Result;
+use crate::json_write::{Encode, ObjectWriter};
 use crate::protocol::PacingRule;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -31,6 +32,34 @@ pub struct BucketView {
     /// Times clients gave back that wait for the next acquirer.
     pub returned_permits: u64,
     pub server_now_ms: u64,
+}
+
+/// The same text as the derived `Serialize`'s, written by hand: the
+/// gateway's HTTP answer and the wasm bindings use this, so the full module
+/// carries no serde serializer. A Rust caller may still serialise the view
+/// with serde.
+impl Encode for BucketView {
+    fn write_json(&self, out: &mut String) {
+        ObjectWriter::new(out)
+            .field("bucketId", &self.bucket_id)
+            .field("rules", &self.rules)
+            .opt(
+                "configuredRequestsPerSecond",
+                &self.configured_requests_per_second,
+            )
+            .opt(
+                "effectiveRequestsPerSecond",
+                &self.effective_requests_per_second,
+            )
+            .field("nextFreeAtMs", &self.next_free_at_ms)
+            .opt("cooldownUntilMs", &self.cooldown_until_ms)
+            .field("liveLeases", &self.live_leases)
+            .opt("maxConcurrency", &self.max_concurrency)
+            .field("reportedSuccesses", &self.reported_successes)
+            .field("returnedPermits", &self.returned_permits)
+            .field("serverNowMs", &self.server_now_ms)
+            .end();
+    }
 }
 
 impl GatewayCore {
@@ -61,5 +90,47 @@ impl GatewayCore {
                 server_now_ms: now_ms,
             }
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json_write::to_text;
+
+    /// Dashboards read the hand-written text; a Rust caller serialising
+    /// the view with serde gets the same, with every optional field absent
+    /// and with every one present.
+    #[test]
+    fn a_bucket_view_is_written_as_serde_writes_it() {
+        let mut view = BucketView {
+            bucket_id: "bucket \"1\" ü".to_owned(),
+            rules: vec![],
+            configured_requests_per_second: None,
+            effective_requests_per_second: None,
+            next_free_at_ms: 0,
+            cooldown_until_ms: None,
+            live_leases: 0,
+            max_concurrency: None,
+            reported_successes: 0,
+            returned_permits: 0,
+            server_now_ms: 0,
+        };
+        assert_eq!(to_text(&view), serde_json::to_string(&view).unwrap());
+        let mut limited = PacingRule::new(5, 1_000).with_max_concurrency(3);
+        limited.adaptive_max_rps = Some(0.25);
+        view.rules = vec![PacingRule::new(100, 60_000), limited];
+        view.configured_requests_per_second = Some(12.5);
+        view.effective_requests_per_second = Some(1e-7);
+        view.next_free_at_ms = u64::MAX;
+        view.cooldown_until_ms = Some(1_700_000_000_123);
+        view.live_leases = 7;
+        view.max_concurrency = Some(3);
+        view.reported_successes = 42;
+        view.returned_permits = 2;
+        view.server_now_ms = 1_700_000_000_000;
+        assert_eq!(to_text(&view), serde_json::to_string(&view).unwrap());
+        view.effective_requests_per_second = Some(f64::NAN);
+        assert_eq!(to_text(&view), serde_json::to_string(&view).unwrap());
     }
 }

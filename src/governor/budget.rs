@@ -2,13 +2,12 @@
 //! the budget state, which is the authority when many isolates share a run.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::rc::Rc;
 
 use super::policy::BudgetPolicy;
 use crate::client::BudgetState;
 use crate::error::{Detail, Error, ErrorCode, Result};
-use crate::protocol::{BudgetCharge, BudgetCounts, BudgetKind};
+use crate::protocol::{BudgetCharge, BudgetCounts, BudgetKind, CounterMap};
 
 /// Prefix of the per-parent key; the parent's run id follows it.
 pub(crate) const CHILD_PER_PARENT: &str = "childPerParent";
@@ -19,7 +18,7 @@ pub(crate) const CHILD_PER_PARENT: &str = "childPerParent";
 pub(crate) struct Counters {
     pub used: BudgetCounts,
     /// Children started, by the run id of their parent.
-    pub child_calls: BTreeMap<String, u64>,
+    pub child_calls: CounterMap,
 }
 
 pub(crate) struct RunBudgets {
@@ -84,7 +83,7 @@ impl RunBudgets {
         let mut c = self.counters.borrow_mut();
         c.used[PlayCall] += 1;
         c.used[Descendant] += 1;
-        *c.child_calls.entry(parent_run_id.to_owned()).or_insert(0) += 1;
+        c.child_calls.add_one(parent_run_id);
         Ok(())
     }
 

@@ -2,8 +2,6 @@
 //! resumed run) starts from. Counters travel with the snapshot, so budgets
 //! are the lineage's, not each run's.
 
-use std::collections::BTreeMap;
-
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
@@ -11,7 +9,7 @@ use super::budget::Counters;
 use crate::error::{Error, ErrorCode, Result};
 use crate::json::{as_object, Decode};
 use crate::json_write::{Encode, ObjectWriter};
-use crate::protocol::{limits, BudgetCounts, BudgetKind};
+use crate::protocol::{limits, BudgetCounts, BudgetKind, CounterMap};
 
 /// A run's governance state, for handing to a child run or resuming this
 /// one elsewhere, maybe in another isolate. It travels as camelCase JSON
@@ -28,7 +26,7 @@ pub struct GovernanceSnapshot {
     /// What the lineage has used of each budget (`toolCallCount`, …).
     pub counts: BudgetCounts,
     /// Children started so far, by the run id of their parent.
-    pub parent_child_calls: BTreeMap<String, u64>,
+    pub parent_child_calls: CounterMap,
 }
 
 /// Read by hand (see `PolicyOverrides`): every counter may be absent
@@ -105,7 +103,7 @@ impl GovernanceSnapshot {
             ancestry_play_ids: play_id.map(str::to_owned).into_iter().collect(),
             depth: 0,
             counts: BudgetCounts::default(),
-            parent_child_calls: BTreeMap::new(),
+            parent_child_calls: CounterMap::new(),
         }
     }
 

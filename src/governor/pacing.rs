@@ -68,7 +68,7 @@ pub type RateScopeResolver =
     Box<dyn Fn(&str, &str) -> LocalBoxFuture<'static, Result<Option<RateScope>>>>;
 
 pub(crate) struct Pacing {
-    pub builtin: HashMap<String, PacingDeclaration>,
+    pub builtin: PacingTable,
     pub resolve_pacing: PacingResolver,
     pub resolve_rate_scope: Option<RateScopeResolver>,
     pub org_id: String,
@@ -78,12 +78,22 @@ pub(crate) struct Pacing {
     /// the call (a 429, a success) lands in that bucket and not in whichever
     /// scope its provider resolved to most recently. Keyed by tool alone: a
     /// report naming the provider differently still finds it.
-    last_scope: RefCell<HashMap<String, RateScope>>,
+    last_scope: RefCell<LastScopes>,
+}
+
+/// Each tool's last scope, found by the tool's place in a list. The places
+/// are a `HashMap<String, u64>`, the type the budget states' counters and
+/// the latencies already use, so this map brings no hash table code of its
+/// own into the wasm.
+#[derive(Default)]
+struct LastScopes {
+    place: HashMap<String, u64>,
+    scopes: Vec<RateScope>,
 }
 
 impl Pacing {
     pub fn new(
-        builtin: HashMap<String, PacingDeclaration>,
+        builtin: PacingTable,
         resolve_pacing: PacingResolver,
         resolve_rate_scope: Option<RateScopeResolver>,
         org_id: String,
@@ -95,7 +105,7 @@ impl Pacing {
             resolve_rate_scope,
             org_id,
             default_rule,
-            last_scope: RefCell::new(HashMap::new()),
+            last_scope: RefCell::default(),
         }
     }
 
@@ -145,13 +155,15 @@ impl Pacing {
 
     /// Records the scope a permit of the tool came from, for its feedback.
     pub fn remember(&self, tool_id: &str, scope: &RateScope) {
-        let mut last = self.last_scope.borrow_mut();
-        match last.get_mut(tool_id) {
+        let last = &mut *self.last_scope.borrow_mut();
+        match last.place.get(tool_id) {
             // Keep the entry's allocations: this runs on every acquire.
-            Some(s) if s == scope => {}
-            Some(entry) => *entry = scope.clone(),
+            Some(&i) if last.scopes[i as usize] == *scope => {}
+            Some(&i) => last.scopes[i as usize] = scope.clone(),
             None => {
-                last.insert(tool_id.to_owned(), scope.clone());
+                last.place
+                    .insert(tool_id.to_owned(), last.scopes.len() as u64);
+                last.scopes.push(scope.clone());
             }
         }
     }
@@ -166,7 +178,9 @@ impl Pacing {
 
     /// The scope `tool_id` last drew from, if it was ever paced.
     pub fn tool_scope(&self, tool_id: &str) -> Option<RateScope> {
-        self.last_scope.borrow().get(tool_id).cloned()
+        let last = self.last_scope.borrow();
+        let i = *last.place.get(tool_id)?;
+        Some(last.scopes[i as usize].clone())
     }
 
     fn org_bucket(&self, provider: &str) -> String {
@@ -235,8 +249,33 @@ impl PacingDeclaration {
 }
 
 /// Declarations by tool id, as a host's options carry its built-in table.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct PacingTable(pub HashMap<String, PacingDeclaration>);
+/// Found by the tool's place in a list: the places are a
+/// `HashMap<String, u64>`, the type the budget states' counters and the
+/// latencies already use, so the table brings no hash table code of its
+/// own into the wasm.
+#[derive(Debug, Clone, Default)]
+pub struct PacingTable {
+    place: HashMap<String, u64>,
+    declarations: Vec<PacingDeclaration>,
+}
+
+impl PacingTable {
+    /// Sets the tool's declaration, replacing any it had.
+    pub fn insert(&mut self, tool_id: String, declaration: PacingDeclaration) {
+        match self.place.get(&tool_id) {
+            Some(&i) => self.declarations[i as usize] = declaration,
+            None => {
+                self.place.insert(tool_id, self.declarations.len() as u64);
+                self.declarations.push(declaration);
+            }
+        }
+    }
+
+    pub fn get(&self, tool_id: &str) -> Option<&PacingDeclaration> {
+        let i = *self.place.get(tool_id)?;
+        self.declarations.get(i as usize)
+    }
+}
 
 impl Decode for PacingTable {
     fn from_value(value: &Value) -> Result<Self> {
@@ -245,7 +284,7 @@ impl Decode for PacingTable {
                 "builtinPacing must be an object keyed by tool id",
             ));
         };
-        let mut table = HashMap::with_capacity(map.len());
+        let mut table = PacingTable::default();
         for (tool, v) in map {
             let path = format!("builtinPacing.{tool}");
             // An entry of null would mean "not known": a table need not say.
@@ -256,7 +295,7 @@ impl Decode for PacingTable {
             }
             table.insert(tool.clone(), PacingDeclaration::read(v, &path)?);
         }
-        Ok(PacingTable(table))
+        Ok(table)
     }
 }
 
@@ -271,5 +310,35 @@ impl Serialize for PacingDeclaration {
                 map.end()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each tool finds its own declaration, a later one for the same tool
+    /// replaces the first, and an unknown tool finds none.
+    #[test]
+    fn a_pacing_table_finds_each_tools_latest_declaration() {
+        let mut table = PacingTable::from_value(&serde_json::json!({
+            "fmt": { "unpaced": true },
+            "p.search": { "provider": "p" },
+        }))
+        .unwrap();
+        assert_eq!(table.get("fmt"), Some(&PacingDeclaration::Unpaced));
+        let declared = |provider: &str| {
+            PacingDeclaration::Declared(ToolPacing {
+                provider: provider.to_owned(),
+                rules: Vec::new(),
+            })
+        };
+        assert_eq!(table.get("p.search"), Some(&declared("p")));
+        table.insert("fmt".to_owned(), declared("q"));
+        table.insert("new".to_owned(), PacingDeclaration::Undeclared);
+        assert_eq!(table.get("fmt"), Some(&declared("q")));
+        assert_eq!(table.get("p.search"), Some(&declared("p")));
+        assert_eq!(table.get("new"), Some(&PacingDeclaration::Undeclared));
+        assert_eq!(table.get("p"), None);
     }
 }

@@ -8,7 +8,7 @@ use std::rc::Rc;
 use super::budget::RunBudgets;
 use super::latency::ToolLatency;
 use super::lineage::{GovernanceSnapshot, Lineage};
-use super::pacing::{Pacing, PacingDeclaration, PacingResolver, RateScopeResolver, ToolPacing};
+use super::pacing::{Pacing, PacingResolver, PacingTable, RateScopeResolver, ToolPacing};
 use super::policy::{Adapter, ExecutionPolicy, PolicyOverrides};
 use crate::client::{BudgetState, GatewayRateState, LocalBudgetState};
 use crate::error::{Error, Result};
@@ -33,7 +33,7 @@ pub struct GovernorConfig {
     pub resolve_pacing: PacingResolver,
     pub resolve_rate_scope: Option<RateScopeResolver>,
     /// Pacing the host knows better than any tool's declaration, by tool id.
-    pub builtin_pacing: HashMap<String, PacingDeclaration>,
+    pub builtin_pacing: PacingTable,
     /// How long each tool's calls usually take, until its calls are seen.
     pub tool_latency_ms: HashMap<String, Millis>,
     /// The play this run executes, so that a child calling it is a cycle.
@@ -63,7 +63,7 @@ impl GovernorConfig {
             budget_state: None,
             resolve_pacing,
             resolve_rate_scope: None,
-            builtin_pacing: HashMap::new(),
+            builtin_pacing: PacingTable::default(),
             tool_latency_ms: HashMap::new(),
             play_id: None,
             resume: None,

@@ -1,10 +1,8 @@
 //! The budget endpoint: charge run-wide counters all-or-nothing.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
-use super::limits;
+use super::{limits, CounterMap};
 use crate::error::{Error, Result};
 use crate::json::{as_object, quote, Decode};
 
@@ -70,7 +68,7 @@ impl Decode for ChargeRequest {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChargeResponse {
     /// The run's counters after this charge, for the keys it named.
-    pub counters: BTreeMap<String, u64>,
+    pub counters: CounterMap,
 }
 
 impl Decode for ChargeResponse {

@@ -7,6 +7,7 @@
 
 mod budget;
 mod budget_kind;
+mod counter_map;
 mod encode;
 mod endpoint;
 mod error_body;
@@ -16,6 +17,7 @@ mod rule;
 
 pub use budget::{BudgetCharge, ChargeRequest, ChargeResponse};
 pub use budget_kind::{BudgetCounts, BudgetKind};
+pub use counter_map::CounterMap;
 pub use endpoint::{owner_name, route, Endpoint, Owner, Route, BUCKET_VIEW_PREFIX, ROUTES};
 pub use error_body::{ErrorBody, ErrorFields};
 pub use quota::{ObserveRequest, ObserveResponse, QuotaReport};

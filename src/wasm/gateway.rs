@@ -5,7 +5,7 @@
 use js_sys::Uint8Array;
 use wasm_bindgen::prelude::*;
 
-use super::js::{random_key, serde_to_js, to_js};
+use super::js::{random_key, to_js};
 use super::reader::{message, string, time, ObjectArg, MAX_SAFE_INTEGER};
 use crate::client::LOCAL_WINDOW_GUARD_MS;
 use crate::error::{Detail, Error};
@@ -184,7 +184,7 @@ impl JsGatewayCore {
         let token = o.opt_string("rateScopeToken", limits::MAX_TOKEN_BYTES)?;
         let now = time(&now_ms, "nowMs")?;
         match self.core()?.bucket(&bucket_id, token.as_deref(), now)? {
-            Some(view) => serde_to_js(&view),
+            Some(view) => to_js(&view),
             None => Ok(JsValue::NULL),
         }
     }

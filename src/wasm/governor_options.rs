@@ -230,7 +230,7 @@ fn config_from(o: &ObjectArg, runtime: Rc<dyn Runtime>) -> Result<GovernorConfig
         }));
     }
     if let Some(table) = o.message::<PacingTable>("builtinPacing")? {
-        config.builtin_pacing = table.0;
+        config.builtin_pacing = table;
     }
     if let Some(latencies) = o.message::<ToolLatencies>("toolLatencyMs")? {
         config.tool_latency_ms = latencies.0;

@@ -80,13 +80,6 @@ pub(crate) fn to_js<T: crate::json_write::Encode + ?Sized>(value: &T) -> Result<
     parsed(&crate::json_write::to_text(value))
 }
 
-/// A value that is no wire message (a bucket's view) as a plain JS
-/// object, through serde.
-#[cfg(feature = "gateway-host")]
-pub(crate) fn serde_to_js<T: serde::Serialize>(value: &T) -> Result<JsValue, JsValue> {
-    parsed(&crate::json_write::serde_text(value))
-}
-
 #[cfg(any(feature = "governor", feature = "gateway-host"))]
 fn parsed(text: &str) -> Result<JsValue, JsValue> {
     js_sys::JSON::parse(text)

@@ -9,7 +9,6 @@
 //! have answered, so each sleep keeps a timer of its own.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
@@ -84,10 +83,11 @@ impl Wakeup {
 thread_local! {
     /// Set once a timer could be set: the host allows them from then on.
     static TIMERS_ALLOWED: Cell<bool> = const { Cell::new(false) };
-    /// Wake-up times with sleeps on them, where timers are shared; the map
-    /// is made by the first shared sleep, so the thread-local is a const
-    /// one, with no lazy set-up code.
-    static WAKEUPS: RefCell<Option<HashMap<Millis, Weak<Wakeup>>>> = const { RefCell::new(None) };
+    /// Wake-up times with sleeps on them, where timers are shared, in time
+    /// order: a sorted list rather than a hash map, whose code for this
+    /// one key type would be the module's only such copy. A const
+    /// thread-local, with no lazy set-up code.
+    static WAKEUPS: RefCell<Vec<(Millis, Weak<Wakeup>)>> = const { RefCell::new(Vec::new()) };
     static SHARES_TIMERS: bool = !in_workerd();
 }
 
@@ -145,13 +145,16 @@ impl Sleep {
         let wakeup = if shared {
             WAKEUPS.with(|w| {
                 let mut w = w.borrow_mut();
-                let w = w.get_or_insert_with(HashMap::new);
-                let set = w.get(&at).and_then(Weak::upgrade);
+                let place = w.binary_search_by_key(&at, |(t, _)| *t);
+                let set = place.ok().and_then(|i| w[i].1.upgrade());
                 match set.filter(|t| !t.state.fired.get()) {
                     Some(t) => t,
                     None => {
                         let t = Wakeup::set(at, ms);
-                        w.insert(at, Rc::downgrade(&t));
+                        match place {
+                            Ok(i) => w[i].1 = Rc::downgrade(&t),
+                            Err(i) => w.insert(i, (at, Rc::downgrade(&t))),
+                        }
                         t
                     }
                 }
@@ -203,11 +206,9 @@ impl Drop for Sleep {
         if self.shared && Rc::strong_count(t) == 1 {
             WAKEUPS.with(|w| {
                 let mut w = w.borrow_mut();
-                if let Some(w) = w.as_mut() {
-                    if w.get(&t.at)
-                        .is_some_and(|x| std::ptr::eq(x.as_ptr(), Rc::as_ptr(t)))
-                    {
-                        w.remove(&t.at);
+                if let Ok(i) = w.binary_search_by_key(&t.at, |(at, _)| *at) {
+                    if std::ptr::eq(w[i].1.as_ptr(), Rc::as_ptr(t)) {
+                        w.remove(i);
                     }
                 }
             });

@@ -45,6 +45,11 @@ pub struct GatewayConfig {
 /// The largest `maxBuckets` and `maxRuns`: a million tables is gigabytes.
 pub const MAX_TABLES: usize = 1_000_000;
 
+/// No window guard: the schedule is exact, as the core's own tests and a
+/// host that adds no jitter want. A gateway whose permits travel to real
+/// providers sets one, as the JS entries do (25 ms,
+/// [`crate::client::LOCAL_WINDOW_GUARD_MS`]); without it a permit sent a
+/// moment late can put one call more than the rule in a provider's second.
 impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {

@@ -166,8 +166,9 @@ impl Governor {
         })
     }
 
-    /// The pacing a tool's calls obey (see [`super::pacing`] for the order
-    /// of sources), `None` for a tool declared unpaced.
+    /// The pacing a tool's calls obey, from the first of the host's
+    /// built-in table, the tool's declaration and the policy's default
+    /// pace; `None` for a tool declared unpaced.
     pub async fn resolve_pacing(&self, tool_id: &str) -> Result<Option<ToolPacing>> {
         self.shared.pacing.resolve(tool_id).await
     }

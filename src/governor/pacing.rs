@@ -78,17 +78,45 @@ pub(crate) struct Pacing {
     /// the call (a 429, a success) lands in that bucket and not in whichever
     /// scope its provider resolved to most recently. Keyed by tool alone: a
     /// report naming the provider differently still finds it.
-    last_scope: RefCell<LastScopes>,
+    last_scope: RefCell<ByTool<RateScope>>,
 }
 
-/// Each tool's last scope, found by the tool's place in a list. The places
-/// are a `HashMap<String, u64>`, the type the budget states' counters and
-/// the latencies already use, so this map brings no hash table code of its
+/// Values by tool id, found by the tool's place in a list. The places are
+/// a `HashMap<String, u64>`, the type the budget states' counters and the
+/// latencies already use, so these maps bring no hash table code of their
 /// own into the wasm.
-#[derive(Default)]
-struct LastScopes {
+#[derive(Debug, Clone)]
+struct ByTool<T> {
     place: HashMap<String, u64>,
-    scopes: Vec<RateScope>,
+    values: Vec<T>,
+}
+
+impl<T> Default for ByTool<T> {
+    fn default() -> Self {
+        ByTool {
+            place: HashMap::new(),
+            values: Vec::new(),
+        }
+    }
+}
+
+impl<T> ByTool<T> {
+    fn get(&self, tool_id: &str) -> Option<&T> {
+        let i = *self.place.get(tool_id)?;
+        self.values.get(i as usize)
+    }
+
+    /// Sets the tool's value, replacing any it had.
+    fn insert(&mut self, tool_id: &str, value: T) {
+        match self.place.get(tool_id) {
+            Some(&i) => self.values[i as usize] = value,
+            None => {
+                self.place
+                    .insert(tool_id.to_owned(), self.values.len() as u64);
+                self.values.push(value);
+            }
+        }
+    }
 }
 
 impl Pacing {
@@ -155,16 +183,11 @@ impl Pacing {
 
     /// Records the scope a permit of the tool came from, for its feedback.
     pub fn remember(&self, tool_id: &str, scope: &RateScope) {
-        let last = &mut *self.last_scope.borrow_mut();
-        match last.place.get(tool_id) {
-            // Keep the entry's allocations: this runs on every acquire.
-            Some(&i) if last.scopes[i as usize] == *scope => {}
-            Some(&i) => last.scopes[i as usize] = scope.clone(),
-            None => {
-                last.place
-                    .insert(tool_id.to_owned(), last.scopes.len() as u64);
-                last.scopes.push(scope.clone());
-            }
+        let mut last = self.last_scope.borrow_mut();
+        // Keep the entry's allocations when the scope is the one it has:
+        // this runs on every acquire.
+        if last.get(tool_id) != Some(scope) {
+            last.insert(tool_id, scope.clone());
         }
     }
 
@@ -178,9 +201,7 @@ impl Pacing {
 
     /// The scope `tool_id` last drew from, if it was ever paced.
     pub fn tool_scope(&self, tool_id: &str) -> Option<RateScope> {
-        let last = self.last_scope.borrow();
-        let i = *last.place.get(tool_id)?;
-        Some(last.scopes[i as usize].clone())
+        self.last_scope.borrow().get(tool_id).cloned()
     }
 
     fn org_bucket(&self, provider: &str) -> String {
@@ -249,31 +270,17 @@ impl PacingDeclaration {
 }
 
 /// Declarations by tool id, as a host's options carry its built-in table.
-/// Found by the tool's place in a list: the places are a
-/// `HashMap<String, u64>`, the type the budget states' counters and the
-/// latencies already use, so the table brings no hash table code of its
-/// own into the wasm.
 #[derive(Debug, Clone, Default)]
-pub struct PacingTable {
-    place: HashMap<String, u64>,
-    declarations: Vec<PacingDeclaration>,
-}
+pub struct PacingTable(ByTool<PacingDeclaration>);
 
 impl PacingTable {
     /// Sets the tool's declaration, replacing any it had.
     pub fn insert(&mut self, tool_id: String, declaration: PacingDeclaration) {
-        match self.place.get(&tool_id) {
-            Some(&i) => self.declarations[i as usize] = declaration,
-            None => {
-                self.place.insert(tool_id, self.declarations.len() as u64);
-                self.declarations.push(declaration);
-            }
-        }
+        self.0.insert(&tool_id, declaration);
     }
 
     pub fn get(&self, tool_id: &str) -> Option<&PacingDeclaration> {
-        let i = *self.place.get(tool_id)?;
-        self.declarations.get(i as usize)
+        self.0.get(tool_id)
     }
 }
 

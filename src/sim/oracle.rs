@@ -59,19 +59,11 @@ pub fn closed_loop_oracle_waits(config: &FleetConfig) -> Vec<f64> {
     waits
 }
 
-/// The same oracle's waits as `(p50, p99)`, ms.
-pub fn closed_loop_oracle(config: &FleetConfig) -> (f64, f64) {
-    let waits = closed_loop_oracle_waits(config);
-    (
-        super::arrivals::percentile(&waits, 50.0),
-        super::arrivals::percentile(&waits, 99.0),
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::PacingRule;
+    use crate::sim::arrivals::percentile;
     use crate::time::Millis;
 
     fn fleet(isolates: usize, callers: usize, call_ms: Millis) -> FleetConfig {
@@ -87,7 +79,8 @@ mod tests {
     fn a_saturated_loop_waits_for_every_other_caller_once_per_call() {
         // 16 callers at 20/s: a caller is served every 800 ms, and its
         // 40 ms call is part of that cycle.
-        let (p50, p99) = closed_loop_oracle(&fleet(4, 4, 40));
+        let waits = closed_loop_oracle_waits(&fleet(4, 4, 40));
+        let (p50, p99) = (percentile(&waits, 50.0), percentile(&waits, 99.0));
         assert!((755.0..=765.0).contains(&p50), "{p50}");
         assert!((755.0..=765.0).contains(&p99), "{p99}");
     }

@@ -6,7 +6,6 @@
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::protocol::CounterMap;
 
 /// A value read from JSON with validation: one that comes back is in range,
 /// and every bad field was reported by name.
@@ -138,6 +137,11 @@ pub(crate) struct Fields<'a> {
 }
 
 impl<'a> Fields<'a> {
+    /// The object's field names.
+    pub fn keys(&self) -> impl Iterator<Item = &'a String> {
+        self.map.keys()
+    }
+
     pub fn name(&self, field: &str) -> String {
         field_of(&self.place.text(), field)
     }
@@ -335,18 +339,6 @@ impl<'a> Fields<'a> {
             ))),
             None => Ok(()),
         }
-    }
-
-    /// An object of counters: every value an integer >= 0.
-    pub fn opt_counters(&self, field: &str) -> Result<CounterMap> {
-        let Some(object) = self.opt_object(field)? else {
-            return Ok(Default::default());
-        };
-        let mut counters = CounterMap::new();
-        for k in object.map.keys() {
-            counters.insert(k.clone(), object.integer(k, 0, u64::MAX)?);
-        }
-        Ok(counters)
     }
 
     /// A list of non-empty strings.

@@ -6,6 +6,8 @@
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
+use crate::error::Result;
+use crate::json::Fields;
 use crate::json_write::{Encode, ObjectWriter};
 
 /// Counters by name, kept sorted by name: written as a JSON object whose
@@ -51,6 +53,20 @@ impl CounterMap {
 }
 
 /// `map["key"]`, as on a `BTreeMap`: panics when the key is absent.
+impl Fields<'_> {
+    /// An object of counters: every value an integer >= 0.
+    pub fn opt_counters(&self, field: &str) -> Result<CounterMap> {
+        let Some(object) = self.opt_object(field)? else {
+            return Ok(Default::default());
+        };
+        let mut counters = CounterMap::new();
+        for k in object.keys() {
+            counters.insert(k.clone(), object.integer(k, 0, u64::MAX)?);
+        }
+        Ok(counters)
+    }
+}
+
 impl std::ops::Index<&str> for CounterMap {
     type Output = u64;
 

@@ -174,15 +174,15 @@ pub fn rising_limit_rows(horizon: u64) {
 const RISES: std::ops::RangeInclusive<u64> = 8_000..=12_000;
 
 /// The best any limiter that learns of a rise only from a call accepted
-/// past the old limit can do with b's raised half, given the 429s the
+/// past the old limit can expect of b's raised half, given the 429s the
 /// hidden-limit row allows (under 2% of 8/s). It knows the low limit
 /// exactly and sends 8/s, spends that whole allowance on one-call probes
-/// evenly spaced (one every 6.25 s: each refused probe is a 429), and
-/// jumps to 20/s the moment a probe is accepted. The rise is not known to
-/// it, so every phase of its probes against the rise is equally likely:
-/// the mean share of 20/s in the 10 s after the rise over phases (and over
-/// the sweep's rises, each half second), and the share of phases in which
-/// it reaches 90%.
+/// evenly spaced (one every 6.25 s: each refused probe is a 429), and the
+/// moment a probe is accepted it fills the provider's window up to 20 and
+/// goes on at 20/s. The rise is not known to it, so every phase of its
+/// probes against the rise is equally likely: the mean share of 20/s over
+/// the 10 s after the rise, over phases (and over the sweep's rises, each
+/// half second), and the share of phases in which it reaches 90%.
 fn ideal_prober_raised_half(rises: std::ops::RangeInclusive<u64>) -> (f64, f64) {
     let (low, high, half_ms) = (8.0, 20.0, 10_000.0);
     let probe_every_ms = (1_000.0 / (0.02 * low)) as u64;
@@ -191,8 +191,14 @@ fn ideal_prober_raised_half(rises: std::ops::RangeInclusive<u64>) -> (f64, f64) 
         for phase in (0..probe_every_ms).step_by(25) {
             // How long after the rise the first probe goes out.
             let found = (phase + probe_every_ms - rise % probe_every_ms) % probe_every_ms;
-            let found = (found as f64).min(half_ms);
-            shares.push((low * found + high * (half_ms - found)) / (high * half_ms));
+            let found = found as f64;
+            let accepted = if found < half_ms {
+                // The window held a second of the low limit at the rise.
+                low * found / 1e3 + (high - low) + high * (half_ms - found) / 1e3
+            } else {
+                low * half_ms / 1e3
+            };
+            shares.push(accepted / (high * half_ms / 1e3));
         }
     }
     let n = shares.len() as f64;

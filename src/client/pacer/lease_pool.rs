@@ -1,7 +1,7 @@
 //! The pool's bookkeeping: which kept leases are idle, which are in calls,
 //! until when each may start a call, and what a renewal answered.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 
 use super::pool::{IDLE_KEEP_MS, RENEW_EVERY_MS};
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
@@ -55,7 +55,7 @@ pub(super) struct LeasePool {
     /// Leases on their way back to the gateway.
     pub returning: HashSet<String>,
     /// This isolate's callers waiting for a kept lease, in arrival order.
-    pub queue: VecDeque<Place>,
+    pub queue: Vec<Place>,
     /// Callers that found no lease free (paced: at their permit's time;
     /// either kind: polling through `try_acquire`) since the last request:
     /// a slot more to ask for.
@@ -97,7 +97,7 @@ impl LeasePool {
             renewing: Vec::new(),
             watching: false,
             returning: HashSet::new(),
-            queue: VecDeque::new(),
+            queue: Vec::new(),
             missed: 0,
         }
     }
@@ -149,7 +149,7 @@ impl LeasePool {
         match self.queue.iter_mut().find(|p| p.ticket == ticket) {
             Some(place) => place.seen = now,
             // A pool that replaced the one it queued in.
-            None => self.queue.push_back(Place { ticket, seen: now }),
+            None => self.queue.push(Place { ticket, seen: now }),
         }
         let ahead = self
             .queue

@@ -13,6 +13,7 @@ pub mod json;
 mod json_parse;
 pub mod json_write;
 pub mod protocol;
+mod queue;
 pub mod rt;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

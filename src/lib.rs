@@ -9,6 +9,7 @@ pub mod client;
 pub mod error;
 pub mod gateway;
 pub mod governor;
+pub mod hash;
 pub mod json;
 mod json_parse;
 pub mod json_write;

@@ -1,7 +1,7 @@
 //! The pool's bookkeeping: which kept leases are idle, which are in calls,
 //! until when each may start a call, and what a renewal answered.
 
-use std::collections::{HashMap, HashSet};
+use crate::hash::{HashMap, HashSet};
 
 use super::pool::{IDLE_KEEP_MS, RENEW_EVERY_MS};
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
@@ -87,7 +87,7 @@ impl LeasePool {
         LeasePool {
             spacing_ms,
             idle: Vec::new(),
-            in_call: HashMap::new(),
+            in_call: HashMap::default(),
             token,
             rules,
             others_wait: false,
@@ -96,7 +96,7 @@ impl LeasePool {
             cooldown_until: 0,
             renewing: Vec::new(),
             watching: false,
-            returning: HashSet::new(),
+            returning: HashSet::default(),
             queue: Vec::new(),
             missed: 0,
         }

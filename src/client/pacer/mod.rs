@@ -35,8 +35,8 @@ mod quota;
 mod refill;
 mod surplus;
 
+use crate::hash::HashMap;
 use std::cell::{Cell, RefCell, RefMut};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::permit::Permit;
@@ -155,8 +155,8 @@ impl GatewayRateState {
                 port,
                 rt,
                 options,
-                buckets: RefCell::new(HashMap::new()),
-                batches: RefCell::new(HashMap::new()),
+                buckets: RefCell::new(HashMap::default()),
+                batches: RefCell::new(HashMap::default()),
                 release_seq: Cell::new(0),
                 release_failure: RefCell::new(None),
                 observe_refused: Cell::new(false),

@@ -11,6 +11,7 @@ pub mod gateway;
 pub mod governor;
 pub mod hash;
 pub mod json;
+mod json_float;
 mod json_parse;
 pub mod json_write;
 pub mod protocol;

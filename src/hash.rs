@@ -11,8 +11,6 @@ use std::hash::{BuildHasher, Hasher};
 
 /// A `HashMap` with the fixed hash.
 pub type HashMap<K, V> = std::collections::HashMap<K, V, FixedHash>;
-/// A `HashSet` with the fixed hash.
-pub type HashSet<T> = std::collections::HashSet<T, FixedHash>;
 
 #[derive(Clone, Copy, Default, Debug)]
 pub struct FixedHash;

@@ -1,7 +1,7 @@
 //! The pool's bookkeeping: which kept leases are idle, which are in calls,
 //! until when each may start a call, and what a renewal answered.
 
-use crate::hash::{HashMap, HashSet};
+use crate::hash::HashMap;
 
 use super::pool::{IDLE_KEEP_MS, RENEW_EVERY_MS};
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
@@ -52,8 +52,9 @@ pub(super) struct LeasePool {
     pub renewing: Vec<String>,
     /// A task watches idle leases for lapses.
     pub watching: bool,
-    /// Leases on their way back to the gateway.
-    pub returning: HashSet<String>,
+    /// Leases on their way back to the gateway: a set, kept as the map
+    /// type the module has code for already (the values are unused).
+    pub returning: HashMap<String, u64>,
     /// This isolate's callers waiting for a kept lease, in arrival order.
     pub queue: Vec<Place>,
     /// Callers that found no lease free (paced: at their permit's time;
@@ -96,7 +97,7 @@ impl LeasePool {
             cooldown_until: 0,
             renewing: Vec::new(),
             watching: false,
-            returning: HashSet::default(),
+            returning: HashMap::default(),
             queue: Vec::new(),
             missed: 0,
         }

@@ -5,6 +5,7 @@
 //! client modules built on them) plus one bindings module, `wasm`, compiled
 //! only for `wasm32` and the only place that touches JS.
 
+mod by_name;
 pub mod client;
 pub mod error;
 pub mod gateway;

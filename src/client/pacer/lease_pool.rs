@@ -1,6 +1,7 @@
 //! The pool's bookkeeping: which kept leases are idle, which are in calls,
 //! until when each may start a call, and what a renewal answered.
 
+use crate::by_name::ByName;
 use crate::hash::HashMap;
 
 use super::pool::{IDLE_KEEP_MS, RENEW_EVERY_MS};
@@ -35,7 +36,7 @@ pub(super) struct LeasePool {
     /// paced slots, whose calls each take a permit from the timeline too.
     pub spacing_ms: Millis,
     pub idle: Vec<KeptLease>,
-    pub in_call: HashMap<String, InCall>,
+    pub in_call: ByName<InCall>,
     /// The token and rules the leases were granted under.
     pub token: Option<String>,
     pub rules: Vec<PacingRule>,
@@ -88,7 +89,7 @@ impl LeasePool {
         LeasePool {
             spacing_ms,
             idle: Vec::new(),
-            in_call: HashMap::default(),
+            in_call: ByName::default(),
             token,
             rules,
             others_wait: false,

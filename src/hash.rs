@@ -25,27 +25,14 @@ impl BuildHasher for FixedHash {
 
 pub struct FixedHasher(u64);
 
-const SEED: u64 = 0xf135_7aea_2e62_a9c5;
-
-impl FixedHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0 ^ word).wrapping_mul(SEED);
-    }
-}
+/// Odd, with its bits spread: each byte's bits reach the high half.
+const MULTIPLIER: u64 = 0xf135_7aea_2e62_a9c5;
 
 impl Hasher for FixedHasher {
     fn write(&mut self, bytes: &[u8]) {
         for &byte in bytes {
-            self.add(u64::from(byte));
+            self.0 = (self.0 ^ u64::from(byte)).wrapping_mul(MULTIPLIER);
         }
-    }
-
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
     }
 
     /// The multiply moves each input bit up, never down: the rotation

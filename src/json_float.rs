@@ -25,46 +25,42 @@ pub(crate) fn push_finite(out: &mut String, x: f64) {
 fn lay_out(out: &mut String, exponential: &str) {
     let text = exponential.as_bytes();
     let e = text.iter().position(|&b| b == b'e').unwrap_or(text.len());
-    let digits: Vec<u8> = text[..e].iter().copied().filter(|&b| b != b'.').collect();
-    let (negative, power) = match text.get(e + 1..).unwrap_or_default() {
+    let (mantissa, exponent) = text.split_at(e);
+    let (negative, power) = match exponent.get(1..).unwrap_or_default() {
         [b'-', rest @ ..] => (true, rest),
         [b'+', rest @ ..] | rest => (false, rest),
     };
-    let magnitude = power
+    let power = power
         .iter()
         .fold(0usize, |n, &b| n * 10 + usize::from(b - b'0'));
-    let push = |out: &mut String, bytes: &[u8]| out.extend(bytes.iter().map(|&b| char::from(b)));
-    let zeros = |out: &mut String, n: usize| out.extend(std::iter::repeat_n('0', n));
-    let n = digits.len();
-    match (negative, magnitude) {
-        // Whole: 1234e7 -> 12340000000.0
-        (false, m @ 0..=15) if n <= m + 1 => {
-            push(out, &digits);
-            zeros(out, m + 1 - n);
-            out.push_str(".0");
-        }
-        // 1234e1 -> 12.34
-        (false, m @ 0..=15) => {
-            push(out, &digits[..=m]);
+    let plain = if negative { power <= 5 } else { power <= 15 };
+    // 1234e-3 -> 0.001234
+    if plain && negative {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', power - 1));
+    }
+    // The point after the whole digits (1234e1 -> 12.34), or after the
+    // first one before an exponent (1234e30 -> 1.234e+33).
+    let point = match (plain, negative) {
+        (true, false) => power + 1,
+        (true, true) => usize::MAX,
+        (false, _) => 1,
+    };
+    let mut written = 0;
+    for &digit in mantissa.iter().filter(|&&b| b != b'.') {
+        if written == point {
             out.push('.');
-            push(out, &digits[m + 1..]);
         }
-        // 1234e-3 -> 0.001234
-        (true, m @ 1..=5) => {
-            out.push_str("0.");
-            zeros(out, m - 1);
-            push(out, &digits);
-        }
-        // 1234e30 -> 1.234e+33
-        (_, m) => {
-            push(out, &digits[..1]);
-            if n > 1 {
-                out.push('.');
-                push(out, &digits[1..]);
-            }
-            out.push_str(if negative { "e-" } else { "e+" });
-            crate::json_write::push_decimal(out, m as u64);
-        }
+        out.push(char::from(digit));
+        written += 1;
+    }
+    if !plain {
+        out.push_str(if negative { "e-" } else { "e+" });
+        crate::json_write::push_decimal(out, power as u64);
+    } else if !negative && written <= power + 1 {
+        // Whole: 1234e7 -> 12340000000.0
+        out.extend(std::iter::repeat_n('0', power + 1 - written));
+        out.push_str(".0");
     }
 }
 

@@ -155,7 +155,7 @@ impl Encode for bool {
 impl Encode for f64 {
     fn write_json(&self, out: &mut String) {
         if self.is_finite() {
-            out.push_str(zmij::Buffer::new().format_finite(*self));
+            crate::json_float::push_finite(out, *self);
         } else {
             out.push_str("null");
         }

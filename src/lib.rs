@@ -5,14 +5,18 @@
 //! client modules built on them) plus one bindings module, `wasm`, compiled
 //! only for `wasm32` and the only place that touches JS.
 
+mod by_name;
 pub mod client;
 pub mod error;
 pub mod gateway;
 pub mod governor;
+pub mod hash;
 pub mod json;
+mod json_float;
 mod json_parse;
 pub mod json_write;
 pub mod protocol;
+mod queue;
 pub mod rt;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

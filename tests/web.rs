@@ -90,6 +90,38 @@ fn budget_error_crosses_to_js_with_its_fields() {
     );
 }
 
+/// In the wasm a float's digits come from JS's `toExponential()`; the
+/// text must be zmij's (what serde_json and the native build write).
+#[wasm_bindgen_test]
+fn floats_are_written_as_zmij_writes_them_in_the_browser() {
+    let mut xs = vec![
+        0.0,
+        -0.0,
+        1.0,
+        0.1,
+        1e-5,
+        1e-6,
+        1e15,
+        1e16,
+        5e-324,
+        f64::MAX,
+    ];
+    // Exactly ...853.25: a tie between two shortest candidates, where both
+    // pick the even digit (core's `{:e}` does not).
+    xs.push(667_082_108_456_853.2);
+    let mut bits: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..20_000 {
+        bits = bits
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        xs.push(f64::from_bits(bits));
+    }
+    for x in xs.into_iter().filter(|x| x.is_finite()) {
+        let expected = zmij::Buffer::new().format_finite(x).to_string();
+        assert_eq!(paceline::json_write::to_text(&x), expected);
+    }
+}
+
 #[wasm_bindgen_test]
 fn js_clock_reads_date_now() {
     let before = js_sys::Date::now() as u64;

@@ -3,8 +3,8 @@
 //! authority across isolates while paying one round trip per block of
 //! units, not per unit.
 
+use crate::hash::HashMap;
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::budget_turn::{Turn, Turns};
@@ -135,7 +135,7 @@ impl GatewayBudgetState {
         GatewayBudgetState {
             port,
             rt,
-            remaining: RefCell::new(HashMap::new()),
+            remaining: RefCell::new(HashMap::default()),
             turns: Turns::default(),
             unsettled: RefCell::new(Vec::new()),
             id_prefix: format!("{seed:016x}"),

@@ -2,8 +2,8 @@
 //! what its calls were seen to take, else the host's hint for it, else the
 //! policy's typical call.
 
+use crate::hash::HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -30,7 +30,7 @@ impl ToolLatency {
     pub fn new(hints: HashMap<String, Millis>) -> Self {
         ToolLatency {
             hints,
-            observed: RefCell::new(HashMap::new()),
+            observed: RefCell::new(HashMap::default()),
         }
     }
 

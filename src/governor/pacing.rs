@@ -8,8 +8,8 @@
 //! is the rate-scope resolver's answer (a credential of the caller's own may
 //! carry its own limit), else `<orgId>:<provider>`.
 
+use crate::hash::HashMap;
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
@@ -94,7 +94,7 @@ struct ByTool<T> {
 impl<T> Default for ByTool<T> {
     fn default() -> Self {
         ByTool {
-            place: HashMap::new(),
+            place: HashMap::default(),
             values: Vec::new(),
         }
     }

@@ -2,7 +2,7 @@
 //! Inline children are governors too, sharing everything with their root
 //! except their place in the lineage.
 
-use std::collections::HashMap;
+use crate::hash::HashMap;
 use std::rc::Rc;
 
 use super::budget::RunBudgets;
@@ -64,7 +64,7 @@ impl GovernorConfig {
             resolve_pacing,
             resolve_rate_scope: None,
             builtin_pacing: PacingTable::default(),
-            tool_latency_ms: HashMap::new(),
+            tool_latency_ms: HashMap::default(),
             play_id: None,
             resume: None,
             policy: PolicyOverrides::default(),

@@ -12,7 +12,6 @@
 //! its own timer instead.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -38,12 +37,18 @@ struct Pool {
     /// Free slots. Non-zero only while nobody waits: a freed slot goes to
     /// the head of the queue instead of back here.
     free: Cell<usize>,
-    queue: RefCell<VecDeque<Rc<Waiter>>>,
+    /// Oldest first. A Vec, not a VecDeque: taking the head moves only
+    /// pointers, and each deque type brings its ring buffer's code into
+    /// the wasm module.
+    queue: RefCell<Vec<Rc<Waiter>>>,
 }
 
 impl Pool {
     fn give_back(&self) {
-        let next = self.queue.borrow_mut().pop_front();
+        let next = {
+            let mut queue = self.queue.borrow_mut();
+            (!queue.is_empty()).then(|| queue.remove(0))
+        };
         match next {
             Some(waiter) => {
                 waiter.granted.set(true);
@@ -75,7 +80,7 @@ impl Slots {
                 kind,
                 capacity,
                 free: Cell::new(capacity),
-                queue: RefCell::new(VecDeque::new()),
+                queue: RefCell::new(Vec::new()),
             }),
         }
     }
@@ -201,7 +206,7 @@ impl Future for Acquire<'_> {
             }
             None => {
                 let waiter = Rc::new(Waiter::default());
-                pool.queue.borrow_mut().push_back(waiter.clone());
+                pool.queue.borrow_mut().push(waiter.clone());
                 this.turn.wait(&waiter, cx);
                 this.waiter = Some(waiter);
             }

@@ -13,7 +13,7 @@ mod gateway_client;
 mod governor;
 #[cfg(feature = "governor")]
 mod governor_options;
-mod js;
+pub(crate) mod js;
 #[cfg(feature = "governor")]
 mod leases;
 mod permit;

@@ -6,19 +6,18 @@
 //! count it in the current one, on top of the permits other isolates send
 //! at their own times.
 
-use std::collections::VecDeque;
-
 use super::clock::ClockSync;
 use super::refill::Target;
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{has_concurrency, AcquireResponse, PacingRule};
+use crate::queue::Queue;
 use crate::time::Millis;
 
 /// A grant's tolerance when the gateway announces none (an older one): it
 /// accounted for no slack, so only timer jitter is allowed.
 pub const LEGACY_TOLERANCE_MS: Millis = 25;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub(super) struct Slot {
     /// The dispatch time on the gateway's clock; `None` from a gateway
     /// that grants without a schedule (usable at once, never dead).
@@ -28,7 +27,7 @@ pub(super) struct Slot {
 
 pub(super) struct Block {
     /// Earliest first.
-    pub slots: VecDeque<Slot>,
+    pub slots: Queue<Slot>,
     pub rules_key: String,
     pub rules: Vec<PacingRule>,
     pub token: Option<String>,
@@ -172,7 +171,7 @@ pub(super) fn validate_grant(
     bucket_id: &str,
     rules: &[PacingRule],
     response: &AcquireResponse,
-) -> Result<VecDeque<Slot>> {
+) -> Result<Queue<Slot>> {
     let granted = response.granted as usize;
     let leases = response.lease_ids.clone().unwrap_or_default();
     // Paced slots' permits come without leases: the client's kept leases

@@ -1,8 +1,6 @@
 //! The gateway's clock as this client sees it: dispatch times are on the
 //! gateway's clock, timers on ours.
 
-use std::collections::VecDeque;
-
 use crate::time::Millis;
 
 /// How many recent round trips the estimate keeps.
@@ -16,7 +14,7 @@ pub const DEFAULT_LEAD_MS: Millis = 20;
 #[derive(Default, Clone)]
 pub(super) struct ClockSync {
     /// `(gateway clock minus ours, round trip)` of recent answers.
-    samples: VecDeque<(i64, Millis)>,
+    samples: Vec<(i64, Millis)>,
     /// The offset in use: that of the fastest recent round trip.
     offset_ms: i64,
     /// A slowly forgetting maximum of recent round trips.
@@ -56,10 +54,10 @@ impl ClockSync {
             return;
         };
         if self.samples.len() == SAMPLES {
-            self.samples.pop_front();
+            self.samples.remove(0);
         }
         let midpoint = (sent + received) as i64 / 2;
-        self.samples.push_back((server_now as i64 - midpoint, rtt));
+        self.samples.push((server_now as i64 - midpoint, rtt));
         self.offset_ms = self
             .samples
             .iter()

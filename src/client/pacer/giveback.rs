@@ -89,7 +89,7 @@ impl GatewayRateState {
         let seq = &self.inner.release_seq;
         let (start, place) = {
             let mut batches = self.inner.batches.borrow_mut();
-            let pending = batches.entry(key.clone()).or_insert_with(|| PendingBatch {
+            let pending = batches.get_or_insert_with(&key, || PendingBatch {
                 bucket_id: bucket_id.to_owned(),
                 token,
                 rules: rules.to_vec(),

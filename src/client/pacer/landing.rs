@@ -2,14 +2,13 @@
 //! its grant merged into the bucket's block (or, for streamed slots, its
 //! pool).
 
-use std::collections::VecDeque;
-
 use super::block::{validate_grant, Block, Slot, LEGACY_TOLERANCE_MS};
 use super::pool::{KeptLease, LeasePool, RENEW_EVERY_MS};
 use super::refill::Target;
 use super::GatewayRateState;
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::protocol::AcquireResponse;
+use crate::queue::Queue;
 use crate::time::Millis;
 
 impl GatewayRateState {
@@ -142,7 +141,7 @@ impl GatewayRateState {
         target: &Target,
         response: &AcquireResponse,
         spacing: Millis,
-        slots: &VecDeque<Slot>,
+        slots: &Queue<Slot>,
         sent: Millis,
         received: Millis,
     ) {

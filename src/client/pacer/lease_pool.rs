@@ -1,7 +1,8 @@
 //! The pool's bookkeeping: which kept leases are idle, which are in calls,
 //! until when each may start a call, and what a renewal answered.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use crate::by_name::ByName;
+use crate::hash::HashMap;
 
 use super::pool::{IDLE_KEEP_MS, RENEW_EVERY_MS};
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
@@ -35,7 +36,7 @@ pub(super) struct LeasePool {
     /// paced slots, whose calls each take a permit from the timeline too.
     pub spacing_ms: Millis,
     pub idle: Vec<KeptLease>,
-    pub in_call: HashMap<String, InCall>,
+    pub in_call: ByName<InCall>,
     /// The token and rules the leases were granted under.
     pub token: Option<String>,
     pub rules: Vec<PacingRule>,
@@ -52,10 +53,11 @@ pub(super) struct LeasePool {
     pub renewing: Vec<String>,
     /// A task watches idle leases for lapses.
     pub watching: bool,
-    /// Leases on their way back to the gateway.
-    pub returning: HashSet<String>,
+    /// Leases on their way back to the gateway: a set, kept as the map
+    /// type the module has code for already (the values are unused).
+    pub returning: HashMap<String, u64>,
     /// This isolate's callers waiting for a kept lease, in arrival order.
-    pub queue: VecDeque<Place>,
+    pub queue: Vec<Place>,
     /// Callers that found no lease free (paced: at their permit's time;
     /// either kind: polling through `try_acquire`) since the last request:
     /// a slot more to ask for.
@@ -87,7 +89,7 @@ impl LeasePool {
         LeasePool {
             spacing_ms,
             idle: Vec::new(),
-            in_call: HashMap::new(),
+            in_call: ByName::default(),
             token,
             rules,
             others_wait: false,
@@ -96,8 +98,8 @@ impl LeasePool {
             cooldown_until: 0,
             renewing: Vec::new(),
             watching: false,
-            returning: HashSet::new(),
-            queue: VecDeque::new(),
+            returning: HashMap::default(),
+            queue: Vec::new(),
             missed: 0,
         }
     }
@@ -149,7 +151,7 @@ impl LeasePool {
         match self.queue.iter_mut().find(|p| p.ticket == ticket) {
             Some(place) => place.seen = now,
             // A pool that replaced the one it queued in.
-            None => self.queue.push_back(Place { ticket, seen: now }),
+            None => self.queue.push(Place { ticket, seen: now }),
         }
         let ahead = self
             .queue

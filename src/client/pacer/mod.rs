@@ -36,11 +36,11 @@ mod refill;
 mod surplus;
 
 use std::cell::{Cell, RefCell, RefMut};
-use std::collections::HashMap;
 use std::rc::Rc;
 
 use super::permit::Permit;
 use super::port::{GatewayPort, LocalGateway};
+use crate::by_name::ByName;
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{has_concurrency, limits, rules_signature, PacingRule};
@@ -120,8 +120,8 @@ struct Inner {
     port: Rc<dyn GatewayPort>,
     rt: Rc<dyn Runtime>,
     options: PacerOptions,
-    buckets: RefCell<HashMap<String, BucketState>>,
-    batches: RefCell<HashMap<String, PendingBatch>>,
+    buckets: RefCell<ByName<BucketState>>,
+    batches: RefCell<ByName<PendingBatch>>,
     release_seq: Cell<u64>,
     /// A batched release failed in the background; the next acquire
     /// surfaces it.
@@ -155,8 +155,8 @@ impl GatewayRateState {
                 port,
                 rt,
                 options,
-                buckets: RefCell::new(HashMap::new()),
-                batches: RefCell::new(HashMap::new()),
+                buckets: RefCell::new(ByName::default()),
+                batches: RefCell::new(ByName::default()),
                 release_seq: Cell::new(0),
                 release_failure: RefCell::new(None),
                 observe_refused: Cell::new(false),
@@ -380,12 +380,10 @@ impl GatewayRateState {
             buckets.retain(|_, s| !s.is_idle());
         }
         RefMut::map(buckets, |buckets| {
-            buckets
-                .entry(bucket_id.to_owned())
-                .or_insert_with(|| BucketState {
-                    clock: self.inner.clock_seed.borrow().clone(),
-                    ..BucketState::default()
-                })
+            buckets.get_or_insert_with(bucket_id, || BucketState {
+                clock: self.inner.clock_seed.borrow().clone(),
+                ..BucketState::default()
+            })
         })
     }
 }

@@ -100,7 +100,7 @@ impl GatewayRateState {
                         && previous < NEAR_RULES * rules_rps)
                         .then(|| s.clock.to_gateway(now).saturating_add(SHALLOW_CUT_KEEPS_MS));
                     let mut last: Option<Millis> = None;
-                    let mut kept = std::collections::VecDeque::new();
+                    let mut kept = crate::queue::Queue::new();
                     for slot in block.slots.drain(..) {
                         let at = slot.at.unwrap_or(0);
                         if kept_until.is_some_and(|until| at < until)

@@ -160,7 +160,7 @@ impl GatewayRateState {
             lease.idle_since = now;
             p.idle.push(lease);
             if let Some(ticket) = ticket {
-                p.queue.push_front(Place { ticket, seen: now });
+                p.queue.insert(0, Place { ticket, seen: now });
             }
             Some(())
         });
@@ -411,9 +411,7 @@ impl GatewayRateState {
         let ticket = self.inner.next_ticket.get();
         self.inner.next_ticket.set(ticket + 1);
         let now = self.inner.rt.now_ms();
-        self.pool(bucket_id, |p| {
-            p.queue.push_back(Place { ticket, seen: now })
-        });
+        self.pool(bucket_id, |p| p.queue.push(Place { ticket, seen: now }));
         QueuePlace {
             state: self.clone(),
             bucket_id: bucket_id.to_owned(),

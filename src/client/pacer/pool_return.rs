@@ -25,7 +25,7 @@ impl GatewayRateState {
                 let pending = this
                     .pool(&bucket_id, |p| {
                         ids.iter().any(|id| {
-                            p.returning.contains(id) || p.idle.iter().any(|l| &l.id == id)
+                            p.returning.contains_key(id) || p.idle.iter().any(|l| &l.id == id)
                         })
                     })
                     .unwrap_or(false);
@@ -56,7 +56,9 @@ impl GatewayRateState {
             .max()
             .unwrap_or(0);
         let ids: Vec<String> = leases.into_iter().map(|l| l.id).collect();
-        self.pool(bucket_id, |p| p.returning.extend(ids.iter().cloned()));
+        self.pool(bucket_id, |p| {
+            p.returning.extend(ids.iter().map(|id| (id.clone(), 0)))
+        });
         let settled = self.settled_kept(bucket_id, ids.clone());
         let sent = ids.clone();
         drop(self.release_from(

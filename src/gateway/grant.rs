@@ -61,7 +61,7 @@ impl Bucket {
         };
         // Among contending clients, a client booking its next turn is
         // granted its turn's share now, and booked as much next.
-        let turn_interval = self.turn_interval(adaptive_interval);
+        let turn_interval = self.tally_interval(adaptive_interval);
         let fair_on = max_concurrency.is_none() && self.fair_turns(now);
         // A client that says how many callers it has (none waiting counts
         // as one: it will have one when it comes back) is given turns of

@@ -7,7 +7,7 @@ use super::grant::Grant;
 use super::slot_claims::WAITERS_MEMORY_US;
 use super::slot_streams::MAX_CHAIN_US;
 use super::slots::KEEPER_RETRY_MS;
-use super::timeline::{ceil_ms, micros, Micros};
+use super::timeline::{ceil_ms, interval_for_rps, micros, Micros};
 
 /// A refused client is booked this long after the slot it waits for is
 /// expected back, so it finds the slot free rather than a moment early.
@@ -80,6 +80,22 @@ impl Bucket {
             .max()
             .unwrap_or(0)
             .max(1)
+    }
+
+    /// The spacing turns are booked at: the permits' (see
+    /// [`Bucket::turn_interval`]), but during an outage's pause the rate's
+    /// the bucket resumes at, not its probes'. A turn booked during a pause
+    /// is used once the pause is over; booked at one probe per cooldown, a
+    /// horizon's turn held seconds of the tally (a probe per permit), and
+    /// the turns of a fleet refused through an outage were booked tens of
+    /// seconds out while the timeline idled after it.
+    pub(super) fn tally_interval(&self, adaptive_interval: Micros) -> Micros {
+        let resumed = self
+            .adaptive
+            .as_ref()
+            .filter(|a| a.pause.is_some())
+            .map(|a| interval_for_rps(a.rate()));
+        self.turn_interval(resumed.unwrap_or(adaptive_interval))
     }
 
     /// Whether turns are sized by callers now: not while the bucket's rate

@@ -1,7 +1,7 @@
 //! Turns among contending clients sized by their callers (`waitingCallers`):
 //! who takes its share and is booked its next turn, and when.
 
-use crate::common::gateway::acquire;
+use crate::common::gateway::{acquire, penalize};
 use crate::{core, per_second};
 use paceline::gateway::GatewayCore;
 use paceline::protocol::{AcquireRequest, AcquireResponse};
@@ -70,4 +70,44 @@ fn an_ask_for_just_the_waiting_callers_is_served_whole_without_a_turn() {
     let (mut g, _, _) = two_booked_turns();
     let lone = send(&mut g, &ask(1, 1, false), T0 + 2_500);
     assert_eq!((lone.granted, lone.wait_ms), (1, 0));
+}
+
+/// Bug: turns booked while an outage paused the bucket were spaced at its
+/// probes' pace (one per `Retry-After`), so a refused client's horizon
+/// turn held a probe interval per permit it could hold: with a 5 s
+/// `Retry-After`, each client refused during the pause was booked 5 s
+/// after the last, and a fleet refused through an outage was booked tens
+/// of seconds out while the timeline idled after it. Turns are booked at
+/// the rate the bucket resumes at: a horizon (21 permits at 20/s) each.
+#[test]
+fn turns_booked_during_an_outage_s_pause_hold_a_horizon_each_bug_a_probe_interval_per_permit() {
+    let mut g = core();
+    send(&mut g, &ask(21, 4, true), T0);
+    // 429s with a 5 s Retry-After and no success between them: the
+    // fourth pauses the bucket, one probe per 5 s.
+    let mut t = T0 + 2_000;
+    let paused_until = loop {
+        let p = g.penalize(&penalize("org:p", 5_000), t).unwrap();
+        if p.effective_requests_per_second == Some(0.2) {
+            break p.cooldown_until_ms;
+        }
+        assert!(t < T0 + 30_000, "never paused");
+        // The first 429 of a run may cut with no cooldown.
+        t = p.cooldown_until_ms.max(t + 1_000);
+    };
+    let waits: Vec<u64> = (0..5)
+        .map(|k| {
+            let r = send(&mut g, &ask(21, 4, true), t + 10 + k);
+            assert_eq!(r.granted, 0, "nothing but the probe in a pause");
+            t + 10 + k + r.wait_ms
+        })
+        .collect();
+    assert_eq!(waits[0], paused_until, "the first comes back for the probe");
+    for pair in waits.windows(2) {
+        let apart = pair[1] - pair[0];
+        assert!(
+            (1_000..=1_100).contains(&apart),
+            "turns {apart} ms apart: {waits:?}"
+        );
+    }
 }

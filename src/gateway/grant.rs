@@ -62,7 +62,11 @@ impl Bucket {
         // Among contending clients, a client booking its next turn is
         // granted its turn's share now, and booked as much next.
         let turn_interval = self.tally_interval(adaptive_interval);
-        let fair_on = max_concurrency.is_none() && self.fair_turns(now);
+        // Every ask, leased or not, keeps the bucket's memory of its cuts
+        // and cooldowns: one that only leased asks saw still keeps turns
+        // whole for a while after it.
+        let fair_now = self.fair_turns(now);
+        let fair_on = max_concurrency.is_none() && fair_now;
         // A client that says how many callers it has (none waiting counts
         // as one: it will have one when it comes back) is given turns of
         // their share; an older client, which says nothing, whole ones.

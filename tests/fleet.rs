@@ -87,6 +87,35 @@ fn saturated_isolates_p99_wait_stays_near_the_closed_loop_oracle_bug_turns_of_a_
     }
 }
 
+/// Bug: isolates of paced slots (peer scenario a) refill ahead of their
+/// block's end, asking for more than their waiting callers and booking
+/// nothing; granted whatever the timeline held, ahead of the turns booked
+/// for callers already waiting, they kept the fleet off its turns for
+/// 25 s: p99 2131 ms against the oracle's 780, 2.9 s in some seconds.
+/// Among booked turns such an ask now takes its share and is booked too.
+#[test]
+fn paced_isolates_refilling_ahead_take_turns_with_the_fleet_bug_they_took_permits_out_of_turn() {
+    let fleet = rate_bound_slots(1_000);
+    let r = run_fleet(&fleet);
+    let f = shape_figures(&fleet, &r);
+    assert!(
+        f.wait_p99_ms <= 1.5 * f.oracle_p99_ms + 250.0,
+        "p99 {} against the oracle's {}",
+        f.wait_p99_ms,
+        f.oracle_p99_ms
+    );
+    let settled = percentile(&r.waits_from(10_000), 99.0);
+    assert!(
+        settled <= 1.75 * f.oracle_p99_ms,
+        "p99 {settled} after 10 s"
+    );
+    assert!(
+        f.round_trips_per_permit <= 0.2,
+        "{} round trips per permit",
+        f.round_trips_per_permit
+    );
+}
+
 #[test]
 fn with_the_slots_binding_the_provider_never_holds_more_than_max_concurrency() {
     for horizon in [1_000, FLEET_HORIZON_MS] {

@@ -7,7 +7,7 @@ use super::grant::Grant;
 use super::slot_claims::WAITERS_MEMORY_US;
 use super::slot_streams::MAX_CHAIN_US;
 use super::slots::KEEPER_RETRY_MS;
-use super::timeline::{ceil_ms, micros, Micros};
+use super::timeline::{ceil_ms, interval_for_rps, micros, Micros};
 
 /// A refused client is booked this long after the slot it waits for is
 /// expected back, so it finds the slot free rather than a moment early.
@@ -80,6 +80,22 @@ impl Bucket {
             .max()
             .unwrap_or(0)
             .max(1)
+    }
+
+    /// The spacing turns are booked at: the permits' (see
+    /// [`Bucket::turn_interval`]), but during an outage's pause the rate's
+    /// the bucket resumes at, not its probes'. A turn booked during a pause
+    /// is used once the pause is over; booked at one probe per cooldown, a
+    /// horizon's turn held seconds of the tally (a probe per permit), and
+    /// the turns of a fleet refused through an outage were booked tens of
+    /// seconds out while the timeline idled after it.
+    pub(super) fn tally_interval(&self, adaptive_interval: Micros) -> Micros {
+        let resumed = self
+            .adaptive
+            .as_ref()
+            .filter(|a| a.pause.is_some())
+            .map(|a| interval_for_rps(a.rate()));
+        self.turn_interval(resumed.unwrap_or(adaptive_interval))
     }
 
     /// Whether turns are sized by callers now: not while the bucket's rate
@@ -332,5 +348,61 @@ impl Bucket {
             }
             None => wait_ms.clamp(CONCURRENCY_RETRY_MS / 4, CONCURRENCY_RETRY_MS),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::lease_id::{LeaseIds, LeaseKey};
+    use crate::protocol::PacingRule;
+
+    const S: Micros = 1_000_000;
+
+    /// Bug: only asks without leases looked at the bucket's rate for
+    /// turns sized by callers, so a limit the provider stated (or a cut,
+    /// or a pause) that came and went while only leased asks arrived was
+    /// never seen: the next ask without leases (a client of paced slots)
+    /// started fair turns at once, where one that saw it waits 30 s.
+    #[test]
+    fn a_stated_limit_only_leased_asks_saw_still_keeps_turns_whole_for_30_s_bug_leased_asks_skipped_it(
+    ) {
+        let rules = [PacingRule::new(20, 1_000).with_max_concurrency(10)];
+        let mut b = Bucket::new(0);
+        b.apply_rules(&rules, "20/s, 10 at once".into(), 0);
+        let mut ids = LeaseIds::new(LeaseKey([1; 32]));
+        let mut leased = |b: &mut Bucket, now: Micros| {
+            let g = b.grant(
+                1,
+                false,
+                Some(1),
+                None,
+                true,
+                false,
+                now,
+                now,
+                now + S,
+                5 * S,
+                &mut ids,
+            );
+            assert_eq!(g.times.len(), 1);
+        };
+        leased(&mut b, S);
+        let state_limit = |b: &mut Bucket, rps, at| {
+            b.adaptive
+                .as_mut()
+                .expect("rules applied")
+                .state_limit(rps, at)
+        };
+        state_limit(&mut b, 10.0, 2 * S);
+        leased(&mut b, 2 * S);
+        state_limit(&mut b, 20.0, 3 * S);
+        assert!(!b.adaptive.as_ref().unwrap().is_reduced());
+        assert!(!b.fair_turns(10 * S));
+        assert!(
+            !b.fair_turns(12 * S),
+            "30 s after the limit was seen, not a warm-up after the first ask without leases"
+        );
+        assert!(b.fair_turns(32 * S), "and on once those are past");
     }
 }

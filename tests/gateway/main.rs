@@ -12,6 +12,7 @@ mod slots;
 mod snapshots;
 mod state;
 mod timeline;
+mod turns;
 
 use paceline::gateway::{GatewayConfig, GatewayCore};
 use paceline::protocol::{ChargeRequest, PacingRule};

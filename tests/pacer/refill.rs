@@ -81,6 +81,29 @@ fn gateway_failures_are_retried_after_100_and_250_ms_then_surface() {
     assert_eq!(port.calls.get(), 3);
 }
 
+/// Bug: a refill that failed against a gateway that was down was tried
+/// again as soon as a caller came back for a permit, so an isolate whose
+/// callers retried met a 5 s outage every half second. The refill after a
+/// failure waits a second; a caller that comes back meanwhile waits for it.
+#[test]
+fn after_a_refill_fails_on_a_down_gateway_the_next_waits_a_second_bug_it_asked_again_at_once() {
+    let (rt, port, pacer) = setup(0);
+    port.refuse.set(3);
+    let (rules, clock) = (rate(20), rt.clone());
+    let (failed_at, served_at) = block_on(&rt, async move {
+        let e = take(&pacer, &rules, None).await.map(|_| ()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::GatewayUnavailable);
+        let failed_at = clock.now_ms() - T0;
+        let _permit = take(&pacer, &rules, None).await.unwrap();
+        (failed_at, clock.now_ms() - T0)
+    });
+    assert_eq!(port.calls.get(), 4, "three tries that failed, one answered");
+    assert!(
+        served_at >= failed_at + 1_000,
+        "failed at +{failed_at} ms, asked again and served at +{served_at} ms"
+    );
+}
+
 #[test]
 fn a_grant_whose_leases_do_not_match_its_permits_is_refused() {
     let (rt, port, pacer) = setup(0);

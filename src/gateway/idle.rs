@@ -12,7 +12,9 @@
 //! charge.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+
+use super::map_hash::KeyedMap;
 
 use super::bucket::Bucket;
 use super::timeline::{micros, Micros};
@@ -57,7 +59,7 @@ pub(crate) fn bucket_forgettable_at(bucket: &Bucket, now: Micros) -> Micros {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct IdleIndex {
     heap: BinaryHeap<Reverse<(Micros, String)>>,
-    at: HashMap<String, Micros>,
+    at: KeyedMap<Micros>,
 }
 
 /// Two indexes are equal when they file the same ids under the same times;

@@ -20,7 +20,9 @@
 //! a message saying so, never counted again. A run with fewer reservations
 //! than the bound in that time forgets none a client may still send.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use super::map_hash::KeyedMap;
 
 use sha2::{Digest, Sha256};
 
@@ -79,7 +81,7 @@ pub(crate) struct Reservation {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Ledger {
     pub counters: BTreeMap<String, u64>,
-    pub reservations: HashMap<String, Reservation>,
+    pub reservations: KeyedMap<Reservation>,
     /// Reservation ids, oldest first, for forgetting beyond the bound.
     pub order: VecDeque<String>,
     /// When this run last forgot a reservation to stay within the bound

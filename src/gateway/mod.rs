@@ -20,6 +20,7 @@ mod lease_id;
 mod leases;
 mod leash;
 mod ledger;
+mod map_hash;
 mod quota;
 mod recent;
 mod returns;
@@ -48,8 +49,6 @@ pub use scope::{
 pub use snapshot::{StoredRecord, META_KEY};
 pub use view::BucketView;
 
-use std::collections::HashMap;
-
 use crate::error::{Error, ErrorCode, Result};
 use crate::protocol::{
     rules_signature, AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse,
@@ -62,14 +61,15 @@ use grant::Grant;
 use idle::{bucket_forgettable_at, IdleIndex, RUN_IDLE_US as RUN_IDLE};
 use lease_id::LeaseIds;
 use ledger::Ledger;
+use map_hash::KeyedMap;
 use slots::KEEPER_RETRY_MS;
 use timeline::{ceil_ms, micros, Micros};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct GatewayCore {
     config: GatewayConfig,
-    buckets: HashMap<String, Bucket>,
-    ledgers: HashMap<String, Ledger>,
+    buckets: KeyedMap<Bucket>,
+    ledgers: KeyedMap<Ledger>,
     /// When each bucket and ledger may be forgotten.
     idle_buckets: IdleIndex,
     idle_runs: IdleIndex,
@@ -97,10 +97,11 @@ impl GatewayCore {
     /// A gateway holding no bucket or run yet: a new one, or one a
     /// snapshot's records are about to fill.
     fn empty(config: GatewayConfig, ids: LeaseIds, floor: Micros) -> Self {
+        map_hash::mix_keys(&ids.key.0);
         GatewayCore {
             config,
-            buckets: HashMap::new(),
-            ledgers: HashMap::new(),
+            buckets: KeyedMap::default(),
+            ledgers: KeyedMap::default(),
             idle_buckets: IdleIndex::default(),
             idle_runs: IdleIndex::default(),
             ids,

@@ -4,7 +4,9 @@
 //! read into that form. Version 6 adds when the run last forgot a
 //! reservation; for an older record it is worked out by [`forgot_before_v6`].
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::gateway::map_hash::KeyedMap;
 
 use super::codec::{Reader, Writer};
 use crate::error::{Error, Result};
@@ -52,7 +54,7 @@ pub(super) fn write_ledger(w: &mut Writer, l: &Ledger) {
 pub(super) fn read_ledger(r: &mut Reader, version: u8) -> Result<Ledger> {
     let mut ledger = Ledger {
         counters: BTreeMap::new(),
-        reservations: HashMap::new(),
+        reservations: KeyedMap::default(),
         order: VecDeque::new(),
         forgot_at: None,
     };

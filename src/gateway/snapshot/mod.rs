@@ -36,7 +36,9 @@ mod slots_record;
 mod throughput_record;
 mod tickets_record;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use super::map_hash::KeyedMap;
 
 use sha2::{Digest, Sha256};
 
@@ -169,7 +171,7 @@ fn record_ended(r: &Reader, end: Option<usize>) -> Result<()> {
 
 /// Every record of `map` in key order (so equal states give equal bytes):
 /// the count, then each id and its length-prefixed body.
-fn write_keyed<T>(w: &mut Writer, map: &HashMap<String, T>, body: impl Fn(&str, &T, &mut Writer)) {
+fn write_keyed<T>(w: &mut Writer, map: &KeyedMap<T>, body: impl Fn(&str, &T, &mut Writer)) {
     let mut entries: Vec<_> = map.iter().collect();
     crate::sort::heap_sort_by(&mut entries, |a, b| a.0 < b.0);
     w.uint(entries.len() as u64);
@@ -372,7 +374,7 @@ impl GatewayCore {
     fn restore_state(mut r: Reader, config: GatewayConfig, version: u8) -> Result<Self> {
         let mut core = GatewayCore::from_meta(&mut r, config, version)?;
         let guard_ms = core.config.window_guard_ms;
-        let mut buckets = HashMap::new();
+        let mut buckets = KeyedMap::default();
         let mut idle_buckets = IdleIndex::default();
         for _ in 0..r.len()? {
             let id = r.str()?;
@@ -382,7 +384,7 @@ impl GatewayCore {
             idle_buckets.set(&id, idle_at);
             buckets.insert(id, bucket);
         }
-        let mut ledgers = HashMap::new();
+        let mut ledgers = KeyedMap::default();
         let mut idle_runs = IdleIndex::default();
         for _ in 0..r.len()? {
             let id = r.str()?;

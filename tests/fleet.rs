@@ -10,7 +10,7 @@ use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     bursty, churning, concurrency_with_deaths, gateway_outage, per_request_state, ramp,
     rate_bound_slots, saturated, saturated_fleet, shape_figures, slot_bound, sparse,
-    ten_slots_bind, DEATHS_AT_MS, FLEET_HORIZON_MS, OUTAGE_MS, SLOT_BOUND_RPS,
+    ten_slots_bind, ShapeFigures, DEATHS_AT_MS, FLEET_HORIZON_MS, OUTAGE_MS, SLOT_BOUND_RPS,
 };
 
 #[test]
@@ -59,12 +59,7 @@ fn saturated_isolates_p99_wait_stays_near_the_closed_loop_oracle_bug_turns_of_a_
     let fleet = saturated_fleet(4, 4, 1_000);
     let r = run_fleet(&fleet);
     let f = shape_figures(&fleet, &r);
-    assert!(
-        f.wait_p99_ms <= 1.5 * f.oracle_p99_ms + 250.0,
-        "4 x 4: p99 {} against the oracle's {}",
-        f.wait_p99_ms,
-        f.oracle_p99_ms
-    );
+    assert_p99_near_the_oracle("4 x 4", &f);
     assert!(
         f.round_trips_per_permit <= 0.15,
         "4 x 4: {} round trips per permit",
@@ -87,6 +82,17 @@ fn saturated_isolates_p99_wait_stays_near_the_closed_loop_oracle_bug_turns_of_a_
     }
 }
 
+/// A whole run's p99 wait within half as much again as the closed-loop
+/// oracle's, and a quarter of a second for the gateway's round trips.
+fn assert_p99_near_the_oracle(fleet: &str, f: &ShapeFigures) {
+    assert!(
+        f.wait_p99_ms <= 1.5 * f.oracle_p99_ms + 250.0,
+        "{fleet}: p99 {} against the oracle's {}",
+        f.wait_p99_ms,
+        f.oracle_p99_ms
+    );
+}
+
 /// Bug: isolates of paced slots (peer scenario a) refill ahead of their
 /// block's end, asking for more than their waiting callers and booking
 /// nothing; granted whatever the timeline held, ahead of the turns booked
@@ -98,12 +104,7 @@ fn paced_isolates_refilling_ahead_take_turns_with_the_fleet_bug_they_took_permit
     let fleet = rate_bound_slots(1_000);
     let r = run_fleet(&fleet);
     let f = shape_figures(&fleet, &r);
-    assert!(
-        f.wait_p99_ms <= 1.5 * f.oracle_p99_ms + 250.0,
-        "p99 {} against the oracle's {}",
-        f.wait_p99_ms,
-        f.oracle_p99_ms
-    );
+    assert_p99_near_the_oracle("paced slots", &f);
     let settled = percentile(&r.waits_from(10_000), 99.0);
     assert!(
         settled <= 1.75 * f.oracle_p99_ms,

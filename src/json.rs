@@ -3,7 +3,7 @@
 //! and shows what was sent. Wire messages, the governor's options and its
 //! snapshots all read through it.
 
-use serde_json::{Map, Value};
+use crate::json_value::{Map, Value};
 
 use crate::error::{Error, Result};
 
@@ -132,7 +132,7 @@ fn field_of(path: &str, field: &str) -> String {
 
 /// A JSON object being read, with the place that names it in errors.
 pub(crate) struct Fields<'a> {
-    map: &'a Map<String, Value>,
+    map: &'a Map,
     place: Place<'a>,
 }
 

@@ -1,11 +1,11 @@
-//! JSON text to a `serde_json::Value`, by hand: serde_json's own parser
+//! JSON text to a `Value` (`crate::json_value`), by hand: serde_json's own parser
 //! goes through serde's deserializer machinery, some 10 KB of wasm for what
 //! one recursive reader does here. It accepts exactly RFC 8259 JSON, as
 //! serde_json does: UTF-8 text, no trailing commas or characters, no
 //! unpaired surrogates in escapes, nesting at most 128 deep; a repeated key
 //! keeps its last value.
 
-use serde_json::{Map, Number, Value};
+use crate::json_value::{Map, Number, Value};
 
 /// How deep arrays and objects may nest (serde_json's limit).
 const MAX_DEPTH: usize = 128;
@@ -111,9 +111,9 @@ impl Parser<'_> {
     }
 
     fn object(&mut self) -> Result<Value, String> {
-        let mut map = Map::new();
+        let mut fields = Vec::new();
         if self.eat(b'}') {
-            return Ok(Value::Object(map));
+            return Ok(Value::Object(Map::new()));
         }
         loop {
             self.space();
@@ -125,9 +125,9 @@ impl Parser<'_> {
                 return Err(self.fail("expected `:`"));
             }
             let value = self.value()?;
-            map.insert(key, value);
+            fields.push((key, value));
             if self.eat(b'}') {
-                return Ok(Value::Object(map));
+                return Ok(Value::Object(Map::from_fields(fields)));
             }
             if !self.eat(b',') {
                 return Err(self.fail("expected `,` or `}`"));

@@ -14,6 +14,7 @@ pub mod hash;
 pub mod json;
 mod json_float;
 mod json_parse;
+pub mod json_value;
 pub mod json_write;
 pub mod protocol;
 mod queue;

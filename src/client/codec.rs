@@ -3,7 +3,7 @@
 //! raised. Every transport goes through here, so a JS port, the in-process
 //! gateway and the simulation read answers alike.
 
-use serde_json::Value;
+use crate::json_value::Value;
 
 use super::transport::{GatewayReply, GatewayTransport};
 use crate::error::{Error, Result};

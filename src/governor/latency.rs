@@ -5,7 +5,7 @@
 use crate::hash::HashMap;
 use std::cell::RefCell;
 
-use serde_json::Value;
+use crate::json_value::Value;
 
 use crate::error::{Error, Result};
 use crate::json::{millis_of, quote, Decode};

@@ -2,8 +2,8 @@
 //! resumed run) starts from. Counters travel with the snapshot, so budgets
 //! are the lineage's, not each run's.
 
+use crate::json_value::Value;
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::Value;
 
 use super::budget::Counters;
 use crate::error::{Error, ErrorCode, Result};

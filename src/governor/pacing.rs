@@ -11,8 +11,8 @@
 use crate::hash::HashMap;
 use std::cell::RefCell;
 
+use crate::json_value::Value;
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::json::{as_object, quote, Decode};
@@ -328,10 +328,12 @@ mod tests {
     /// replaces the first, and an unknown tool finds none.
     #[test]
     fn a_pacing_table_finds_each_tools_latest_declaration() {
-        let mut table = PacingTable::from_value(&serde_json::json!({
-            "fmt": { "unpaced": true },
-            "p.search": { "provider": "p" },
-        }))
+        let mut table = PacingTable::from_value(
+            &crate::json_parse::parse(
+                br#"{"fmt": {"unpaced": true}, "p.search": {"provider": "p"}}"#,
+            )
+            .unwrap(),
+        )
         .unwrap();
         assert_eq!(table.get("fmt"), Some(&PacingDeclaration::Unpaced));
         let declared = |provider: &str| {

@@ -1,9 +1,9 @@
 //! How much one play run may do at once and in total, per runtime adapter,
 //! with the host's overrides applied field by field.
 
+use crate::json_value::Value;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::json::{as_object, number_text, Decode, Fields};

@@ -1,6 +1,6 @@
 //! The budget endpoint: charge run-wide counters all-or-nothing.
 
-use serde_json::Value;
+use crate::json_value::Value;
 
 use super::{limits, CounterMap};
 use crate::error::{Error, Result};

@@ -2,7 +2,7 @@
 //! to, the answer it gets, and which gateway object owns its state. The
 //! client's codec, the gateway's router and every JS host route from here.
 
-use serde_json::Value;
+use crate::json_value::Value;
 
 use super::{
     AcquireRequest, AcquireResponse, ChargeRequest, ChargeResponse, Message, ObserveRequest,

@@ -1,7 +1,7 @@
 //! Errors on the wire: `{"error": {"code", "message", ...}}`, with the budget
 //! and cooldown facts as fields so clients need not parse messages.
 
-use serde_json::Value;
+use crate::json_value::Value;
 
 use crate::error::{Detail, Error, ErrorCode, Result};
 use crate::json::{as_object, Decode};

@@ -30,8 +30,8 @@ pub use rule::{has_concurrency, rules_signature, PacingRule};
 
 use crate::error::{Error, Result};
 use crate::json::Decode;
+use crate::json_value::Value;
 use crate::json_write::Encode;
-use serde_json::Value;
 
 /// The bounds a message must stay inside. They keep one request from
 /// costing the gateway unbounded memory or time.

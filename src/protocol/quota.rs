@@ -7,7 +7,7 @@
 //! it measures from `serverNowMs`); the values come from a provider's
 //! headers and are checked here like any other input.
 
-use serde_json::Value;
+use crate::json_value::Value;
 
 use super::limits;
 use crate::error::{Error, Result};

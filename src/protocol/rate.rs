@@ -1,7 +1,7 @@
 //! The rate endpoints: acquire scheduled permits, release concurrency leases,
 //! report a provider's backpressure.
 
-use serde_json::Value;
+use crate::json_value::Value;
 
 use super::limits;
 use super::quota::QuotaReport;

@@ -4,7 +4,7 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use serde_json::Value;
+use crate::json_value::Value;
 
 use super::js::{promise, random_seed, rejected, to_js};
 use super::port::JsPort;

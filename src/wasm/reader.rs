@@ -7,8 +7,8 @@
 //! measured, then validated by the wire decoder; functions, signals and
 //! states are read field by field.
 
+use crate::json_value::Value;
 use js_sys::{Array, Function, JsString, Promise, Reflect};
-use serde_json::Value;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -310,7 +310,7 @@ impl ObjectArg {
                 return Err(unknown_field(&name, &RULE_FIELDS));
             }
         }
-        let mut wrapped = serde_json::Map::new();
+        let mut wrapped = crate::json_value::Map::new();
         wrapped.insert(key.to_owned(), list);
         let wrapped = Value::Object(wrapped);
         rules_from(&as_object(&wrapped, self.path)?, key)

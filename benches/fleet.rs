@@ -21,7 +21,8 @@ use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 #[path = "fleet/adaptive.rs"]
 mod adaptive;
 use adaptive::{
-    demo_through_call_tool, demo_through_stalling_call_tool, hidden_limit_rises, rising_limit_rows,
+    demo_through_call_tool, demo_through_stalling_call_tool, hidden_limit_rises,
+    hidden_limit_rises_part_way, rising_limit_rows,
 };
 
 fn row(
@@ -250,6 +251,7 @@ fn main() {
             },
         );
         hidden_limit_rises(h);
+        hidden_limit_rises_part_way(h);
         rising_limit_rows(h);
         row(
             "gateway down 40-45 s, budget charged per call",

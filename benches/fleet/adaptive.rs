@@ -45,6 +45,39 @@ pub fn hidden_limit_rises(horizon: u64) {
     );
 }
 
+/// A limit that rises only part way (8/s to 12/s, 60% of the rule) at each
+/// second from 56 to 64 s: a climb fast enough for a rise to the rule
+/// overshoots this one, so the two rows together show what a faster climb
+/// costs. The 429s after the rise (of all calls then), the share of 12/s
+/// accepted over the minute after it, and the mean and worst time back to
+/// 95% of 12/s.
+pub fn hidden_limit_rises_part_way(horizon: u64) {
+    let start = Instant::now();
+    let runs: Vec<(f64, f64, u64)> = (56..=64)
+        .map(|s| {
+            let rise = s * 1_000;
+            let mut config = hidden_limit(horizon);
+            config.true_limit = vec![(0, 8), (rise, 12)];
+            let r = run_fleet(&config);
+            (
+                r.rejection_share(rise, rise + 60_000),
+                accepted_rps(&r, rise, rise + 60_000) / 12.0,
+                time_to_reach(&r, rise, 0.95 * 12.0).unwrap_or(u64::MAX),
+            )
+        })
+        .collect();
+    let n = runs.len() as f64;
+    println!(
+        "| hidden limit 8/s until 56-64 s, then 12/s (60%): the minute after the rise ({} runs) | {horizon} | | | | | 429s {:.2}%, throughput {:.1}% of 12/s; back to 95% of 12/s in {:.0} ms on average, {} ms at worst | {:.1} ms |",
+        runs.len(),
+        runs.iter().map(|r| r.0).sum::<f64>() / n * 100.0,
+        runs.iter().map(|r| r.1).sum::<f64>() / n * 100.0,
+        runs.iter().map(|r| r.2 as f64).sum::<f64>() / n,
+        runs.iter().map(|r| r.2).max().unwrap_or(0),
+        start.elapsed().as_secs_f64() * 1e3,
+    );
+}
+
 /// The demo's case through `callTool` (its own runner: the fleet's callers
 /// do not retry), at the gateway's default horizon, as the demo runs.
 pub fn demo_through_call_tool() {

@@ -12,24 +12,31 @@ use paceline::sim::scenarios::{
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
+/// The hidden limit's scenario with its 8/s rising to `to` at each second
+/// from 56 to 64 s, each run's `figures` (given the rise's time).
+fn rises_at_56_to_64<T>(horizon: u64, to: u64, figures: impl Fn(&FleetReport, u64) -> T) -> Vec<T> {
+    (56..=64)
+        .map(|s| {
+            let rise = s * 1_000;
+            let mut config = hidden_limit(horizon);
+            config.true_limit = vec![(0, 8), (rise, to)];
+            figures(&run_fleet(&config), rise)
+        })
+        .collect()
+}
+
 /// The hidden limit's figures depend on where the last probe falls against
 /// the rise: the same scenario with the rise at each second from 56 to 64 s,
 /// their means and worst.
 pub fn hidden_limit_rises(horizon: u64) {
     let start = Instant::now();
-    let runs: Vec<(f64, f64, u64)> = (56..=64)
-        .map(|s| {
-            let rise = s * 1_000;
-            let mut config = hidden_limit(horizon);
-            config.true_limit = vec![(0, 8), (rise, 20)];
-            let r = run_fleet(&config);
-            (
-                r.rejection_share(5_000, rise),
-                accepted_rps(&r, 5_000, rise) / 8.0,
-                time_to_reach(&r, rise, 19.0).unwrap_or(u64::MAX),
-            )
-        })
-        .collect();
+    let runs = rises_at_56_to_64(horizon, 20, |r, rise| {
+        (
+            r.rejection_share(5_000, rise),
+            accepted_rps(r, 5_000, rise) / 8.0,
+            time_to_reach(r, rise, 19.0).unwrap_or(u64::MAX),
+        )
+    });
     let n = runs.len() as f64;
     let mean = |f: fn(&(f64, f64, u64)) -> f64| runs.iter().map(f).sum::<f64>() / n;
     println!(
@@ -53,19 +60,13 @@ pub fn hidden_limit_rises(horizon: u64) {
 /// 95% of 12/s.
 pub fn hidden_limit_rises_part_way(horizon: u64) {
     let start = Instant::now();
-    let runs: Vec<(f64, f64, u64)> = (56..=64)
-        .map(|s| {
-            let rise = s * 1_000;
-            let mut config = hidden_limit(horizon);
-            config.true_limit = vec![(0, 8), (rise, 12)];
-            let r = run_fleet(&config);
-            (
-                r.rejection_share(rise, rise + 60_000),
-                accepted_rps(&r, rise, rise + 60_000) / 12.0,
-                time_to_reach(&r, rise, 0.95 * 12.0).unwrap_or(u64::MAX),
-            )
-        })
-        .collect();
+    let runs = rises_at_56_to_64(horizon, 12, |r, rise| {
+        (
+            r.rejection_share(rise, rise + 60_000),
+            accepted_rps(r, rise, rise + 60_000) / 12.0,
+            time_to_reach(r, rise, 0.95 * 12.0).unwrap_or(u64::MAX),
+        )
+    });
     let n = runs.len() as f64;
     println!(
         "| hidden limit 8/s until 56-64 s, then 12/s (60%): the minute after the rise ({} runs) | {horizon} | | | | | 429s {:.2}%, throughput {:.1}% of 12/s; back to 95% of 12/s in {:.0} ms on average, {} ms at worst | {:.1} ms |",

@@ -8,7 +8,7 @@
 //! is the rate-scope resolver's answer (a credential of the caller's own may
 //! carry its own limit), else `<orgId>:<provider>`.
 
-use crate::hash::HashMap;
+use crate::by_name::ByName;
 use std::cell::RefCell;
 
 use crate::json_value::Value;
@@ -78,45 +78,7 @@ pub(crate) struct Pacing {
     /// the call (a 429, a success) lands in that bucket and not in whichever
     /// scope its provider resolved to most recently. Keyed by tool alone: a
     /// report naming the provider differently still finds it.
-    last_scope: RefCell<ByTool<RateScope>>,
-}
-
-/// Values by tool id, found by the tool's place in a list. The places are
-/// a `HashMap<String, u64>`, the type the budget states' counters and the
-/// latencies already use, so these maps bring no hash table code of their
-/// own into the wasm.
-#[derive(Debug, Clone)]
-struct ByTool<T> {
-    place: HashMap<String, u64>,
-    values: Vec<T>,
-}
-
-impl<T> Default for ByTool<T> {
-    fn default() -> Self {
-        ByTool {
-            place: HashMap::default(),
-            values: Vec::new(),
-        }
-    }
-}
-
-impl<T> ByTool<T> {
-    fn get(&self, tool_id: &str) -> Option<&T> {
-        let i = *self.place.get(tool_id)?;
-        self.values.get(i as usize)
-    }
-
-    /// Sets the tool's value, replacing any it had.
-    fn insert(&mut self, tool_id: &str, value: T) {
-        match self.place.get(tool_id) {
-            Some(&i) => self.values[i as usize] = value,
-            None => {
-                self.place
-                    .insert(tool_id.to_owned(), self.values.len() as u64);
-                self.values.push(value);
-            }
-        }
-    }
+    last_scope: RefCell<ByName<RateScope>>,
 }
 
 impl Pacing {
@@ -187,7 +149,7 @@ impl Pacing {
         // Keep the entry's allocations when the scope is the one it has:
         // this runs on every acquire.
         if last.get(tool_id) != Some(scope) {
-            last.insert(tool_id, scope.clone());
+            last.insert(tool_id.to_owned(), scope.clone());
         }
     }
 
@@ -271,12 +233,12 @@ impl PacingDeclaration {
 
 /// Declarations by tool id, as a host's options carry its built-in table.
 #[derive(Debug, Clone, Default)]
-pub struct PacingTable(ByTool<PacingDeclaration>);
+pub struct PacingTable(ByName<PacingDeclaration>);
 
 impl PacingTable {
     /// Sets the tool's declaration, replacing any it had.
     pub fn insert(&mut self, tool_id: String, declaration: PacingDeclaration) {
-        self.0.insert(&tool_id, declaration);
+        self.0.insert(tool_id, declaration);
     }
 
     pub fn get(&self, tool_id: &str) -> Option<&PacingDeclaration> {

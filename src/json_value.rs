@@ -1,8 +1,7 @@
 //! A JSON value as the crate's reader makes it and its decoders read it:
-//! what `serde_json::Value` is, with an object kept as a list sorted by key
+//! what `serde_json::Value` is, with an object kept as a `SortedMap`
 //! (sorted once, when the reader has it whole) rather than a `BTreeMap`,
-//! whose tree code was the wasm modules' last copy of one. Objects read
-//! here hold a few keys; lookups are a binary search.
+//! whose tree code was the wasm modules' last copy of one.
 
 /// A number as serde_json keeps one: an integer that fits stays exact.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,75 +62,7 @@ impl From<i64> for Number {
 }
 
 /// An object's fields, sorted by key, each key once.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Map(Vec<(String, Value)>);
-
-impl Map {
-    pub fn new() -> Self {
-        Map(Vec::new())
-    }
-
-    /// The fields as written: sorted by key, and of a key written twice
-    /// the last value, as serde_json keeps.
-    pub fn from_fields(fields: Vec<(String, Value)>) -> Self {
-        // The crate's one heap sort (core's stable sort would add its code
-        // for this element type), by key and then by place, so the fields
-        // of one key stay in written order.
-        let mut placed: Vec<(usize, (String, Value))> = fields.into_iter().enumerate().collect();
-        crate::sort::heap_sort_by(&mut placed, |a, b| (&a.1 .0, a.0) < (&b.1 .0, b.0));
-        let mut kept: Vec<(String, Value)> = Vec::with_capacity(placed.len());
-        for (_, field) in placed {
-            match kept.last_mut() {
-                Some(last) if last.0 == field.0 => *last = field,
-                _ => kept.push(field),
-            }
-        }
-        Map(kept)
-    }
-
-    pub fn get(&self, key: &str) -> Option<&Value> {
-        self.0
-            .binary_search_by(|(k, _)| k.as_str().cmp(key))
-            .ok()
-            .map(|at| &self.0[at].1)
-    }
-
-    /// Sets `key`, replacing a value it had.
-    pub fn insert(&mut self, key: String, value: Value) {
-        match self.0.binary_search_by(|(k, _)| k.as_str().cmp(&key)) {
-            Ok(at) => self.0[at].1 = value,
-            Err(at) => self.0.insert(at, (key, value)),
-        }
-    }
-
-    pub fn keys(&self) -> impl Iterator<Item = &String> {
-        self.0.iter().map(|(k, _)| k)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.0.iter().map(|(k, v)| (k, v))
-    }
-
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl<'a> IntoIterator for &'a Map {
-    type Item = (&'a String, &'a Value);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, Value)>,
-        fn(&'a (String, Value)) -> (&'a String, &'a Value),
-    >;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(k, v)| (k, v))
-    }
-}
+pub type Map = crate::sorted_map::SortedMap<Value>;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub enum Value {
@@ -256,18 +187,6 @@ pub(crate) fn from_serde(value: &serde_json::Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_object_s_fields_are_sorted_and_a_repeated_key_keeps_its_last_value() {
-        let map = Map::from_fields(vec![
-            ("b".into(), Value::from(1u64)),
-            ("a".into(), Value::from(2u64)),
-            ("b".into(), Value::from(3u64)),
-        ]);
-        assert_eq!(map.keys().collect::<Vec<_>>(), ["a", "b"]);
-        assert_eq!(map.get("b"), Some(&Value::from(3u64)));
-        assert_eq!(map.get("c"), None);
-    }
 
     #[test]
     fn numbers_read_as_serde_json_s_do() {

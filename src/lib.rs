@@ -22,6 +22,7 @@ pub mod rt;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
 mod sort;
+mod sorted_map;
 pub mod time;
 
 #[cfg(target_arch = "wasm32")]

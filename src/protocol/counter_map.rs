@@ -1,50 +1,37 @@
 //! Named counters in key order: a charge's answer (`counters`) and a
 //! snapshot's children per parent (`parentChildCalls`). They hold a few
-//! keys each, so a sorted list does what a `BTreeMap` would, without a
-//! tree's code in the client module (its other maps are hash maps and
-//! JSON objects).
+//! keys each, so a `SortedMap` does what a `BTreeMap` would, without a
+//! tree's code in the client module.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::error::Result;
 use crate::json::Fields;
 use crate::json_write::{Encode, ObjectWriter};
+use crate::sorted_map::SortedMap;
 
 /// Counters by name, kept sorted by name: written as a JSON object whose
 /// keys come in that order, as a `BTreeMap`'s would.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CounterMap(Vec<(String, u64)>);
+pub struct CounterMap(SortedMap<u64>);
 
 impl CounterMap {
     pub fn new() -> Self {
-        CounterMap(Vec::new())
-    }
-
-    fn find(&self, key: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+        CounterMap(SortedMap::new())
     }
 
     pub fn get(&self, key: &str) -> Option<&u64> {
-        self.find(key).ok().map(|i| &self.0[i].1)
+        self.0.get(key)
     }
 
     /// Sets `key` to `count`, returning what it held before.
     pub fn insert(&mut self, key: String, count: u64) -> Option<u64> {
-        match self.find(&key) {
-            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, count)),
-            Err(i) => {
-                self.0.insert(i, (key, count));
-                None
-            }
-        }
+        self.0.insert(key, count)
     }
 
     /// Adds one to `key`'s count (from 0 if it has none).
     pub fn add_one(&mut self, key: &str) {
-        match self.find(key) {
-            Ok(i) => self.0[i].1 += 1,
-            Err(i) => self.0.insert(i, (key.to_owned(), 1)),
-        }
+        *self.0.get_or_insert_with(key, || 0) += 1;
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&str, u64)> {
@@ -52,7 +39,6 @@ impl CounterMap {
     }
 }
 
-/// `map["key"]`, as on a `BTreeMap`: panics when the key is absent.
 impl Fields<'_> {
     /// An object of counters: every value an integer >= 0.
     pub fn opt_counters(&self, field: &str) -> Result<CounterMap> {
@@ -67,6 +53,7 @@ impl Fields<'_> {
     }
 }
 
+/// `map["key"]`, as on a `BTreeMap`: panics when the key is absent.
 impl std::ops::Index<&str> for CounterMap {
     type Output = u64;
 

@@ -4,6 +4,7 @@
 
 use super::adaptive::AdaptiveRate;
 use super::concurrency::ConcurrencyLimits;
+use super::fair_turns::FairTurns;
 use super::leases::LeaseTable;
 use super::quota::Quota;
 use super::recent::RecentPermits;
@@ -11,7 +12,6 @@ use super::returns::ReturnPool;
 use super::throughput::{Throughput, READ_REACH_US};
 use super::tickets::TurnTickets;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
-use super::turns::FairTurns;
 use crate::error::{Error, Result};
 use crate::protocol::{PacingRule, QuotaReport};
 

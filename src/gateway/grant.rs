@@ -3,6 +3,7 @@
 //! client should come back; and the wire answer it becomes.
 
 use super::bucket::{Bucket, CONCURRENCY_RETRY_MS};
+use super::fair_turns::FairTurns;
 use super::lease_id::{format_lease_id, LeaseIds};
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros};
 use crate::protocol::AcquireResponse;
@@ -72,7 +73,7 @@ impl Bucket {
         // their share; an older client, which says nothing, whole ones.
         let fair = waiting_callers
             .filter(|_| fair_on)
-            .map(|callers| Bucket::fair_turn(callers.max(1), turn_interval));
+            .map(|callers| FairTurns::turn(callers.max(1), turn_interval));
         // A client that asks for more than its waiting callers (it refills
         // ahead of its block's end, for callers still drawing on it) will
         // be back as surely as one that books its next turn. Among
@@ -84,7 +85,7 @@ impl Bucket {
         let asks_ahead = waiting_callers.is_some_and(|callers| requested > callers);
         let shared = (book_next_turn || asks_ahead)
             && fair.is_some()
-            && !self.in_whole_turns(self.next_free(earliest))
+            && !self.fair_turns.in_whole_turns(self.next_free(earliest))
             && self.others_wait(earliest, turn_interval);
         let wanted = match (shared, fair) {
             (true, Some(turn)) => requested.min(free_slots).min(turn),

@@ -13,6 +13,7 @@ mod bucket;
 mod concurrency;
 mod config;
 mod curve;
+mod fair_turns;
 mod grant;
 mod http;
 mod idle;

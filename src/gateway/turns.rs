@@ -13,51 +13,12 @@ use super::timeline::{ceil_ms, interval_for_rps, micros, Micros};
 /// expected back, so it finds the slot free rather than a moment early.
 const TURN_MARGIN_US: Micros = 10_000;
 
-/// While other clients wait for their turns, a client's turn holds this
-/// many permits per caller it has waiting (3 / 2): about its callers' share
-/// of one round of a central queue, so the cycle of turns, and a caller's
-/// wait across the other clients' turns, stays near what one queue serving
-/// every caller in order would give rather than clients x horizon. A turn
-/// of one permit per caller would cost a round trip per call; in the fleet
-/// simulation 3 / 2 keeps the 4 x 4 and 8 x 4 fleets' p99 wait within
-/// 1.5 x that queue's + 250 ms at about one round trip per 7 permits.
-const FAIR_TURN_PER_CALLER: (u64, u64) = (3, 2);
-
-/// The shortest turn among contending clients: a third of a second of the
-/// rate, so clients with one or two callers each do not pay a round trip
-/// per call or two.
-const FAIR_TURN_FLOOR_US: Micros = 350_000;
-
-/// Turns are not sized by callers in a bucket's first second: a provider
-/// that refuses the rule does so in it, and the adaptive rate reads its
-/// first cut on whole-horizon turns (with turns sized by callers from the
-/// start, a fleet whose provider takes 40% or a drifting share of the rule
-/// met more 429s).
-const FAIR_TURNS_WARM_UP_US: Micros = 1_000_000;
-
-/// Nor for this long after the bucket's rate was last cut, paused or
-/// capped, or cooling down: turns booked while the rate recovers keep the
-/// length the adaptive rate is tuned on.
-const FAIR_TURNS_AFTER_CUT_US: Micros = 30_000_000;
-
 /// How long a client refused a slot while a chain is past its end waits
 /// before it looks again: about half a held call, the longest such a chain
 /// usually takes to come back, without a trip per slot's spacing (in the
 /// fleet simulation, 100 ms cost 0.32 round trips per call, 150 ms 0.28
 /// at the same throughput).
 const OVERDUE_CHAIN_RETRY_MS: u64 = 150;
-
-/// When a bucket's turns are sized by callers.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct FairTurns {
-    /// Not before this: the end of the warm-up, or of the wait after a cut.
-    from: Micros,
-    on: bool,
-    /// The end of the whole-horizon turns booked before they were: a
-    /// client whose turn is one of those is granted all of it (the client
-    /// after it comes when that turn ends, with no time to spare).
-    whole_until: Micros,
-}
 
 impl Bucket {
     /// Whether a grant fell short because other callers hold the timeline
@@ -98,43 +59,14 @@ impl Bucket {
         self.turn_interval(resumed.unwrap_or(adaptive_interval))
     }
 
-    /// Whether turns are sized by callers now: not while the bucket's rate
-    /// is cut, paused or capped, or cooling down, nor for
-    /// [`FAIR_TURNS_AFTER_CUT_US`] after, nor in the bucket's first
-    /// [`FAIR_TURNS_WARM_UP_US`]. The adaptive rate's probes and cuts are
-    /// read on whole-horizon turns, and a provider that refuses the rule
-    /// refuses it in the first second.
+    /// Whether turns are sized by callers now (see
+    /// [`super::fair_turns::FairTurns::update`]):
+    /// the adaptive rate's probes and cuts are read on whole-horizon turns,
+    /// and a provider that refuses the rule refuses it in the first second.
     pub(super) fn fair_turns(&mut self, now: Micros) -> bool {
         let reduced = self.adaptive.as_ref().is_some_and(|a| a.is_reduced());
-        let fair = &mut self.fair_turns;
-        if reduced || self.cooldown_until > now {
-            fair.from = now.saturating_add(FAIR_TURNS_AFTER_CUT_US);
-        }
-        if fair.from == 0 {
-            fair.from = now.saturating_add(FAIR_TURNS_WARM_UP_US).max(1);
-        }
-        let on = now >= fair.from;
-        if on && !fair.on {
-            fair.whole_until = self.turns_tat;
-        }
-        fair.on = on;
-        on
-    }
-
-    /// Whether a grant starting at `at` falls in a whole-horizon turn
-    /// booked before turns were sized by callers.
-    pub(super) fn in_whole_turns(&self, at: Micros) -> bool {
-        at < self.fair_turns.whole_until
-    }
-
-    /// The turn of a client with `callers` waiting while other clients
-    /// wait for theirs: its callers' share of a round (see
-    /// [`FAIR_TURN_PER_CALLER`]), at least [`FAIR_TURN_FLOOR_US`] of the
-    /// rate.
-    pub(super) fn fair_turn(callers: u64, interval: Micros) -> u64 {
-        let (per, of) = FAIR_TURN_PER_CALLER;
-        let floor = FAIR_TURN_FLOOR_US.div_ceil(interval.max(1));
-        callers.saturating_mul(per).div_ceil(of).max(floor)
+        let held_back = reduced || self.cooldown_until > now;
+        self.fair_turns.update(now, held_back, self.turns_tat)
     }
 
     /// Whether other clients wait for turns: some hold the timeline past

@@ -13,7 +13,10 @@ pub(crate) fn push_finite(out: &mut String, x: f64) {
         if x.is_sign_negative() {
             out.push('-');
         }
-        lay_out(out, &crate::wasm::js::shortest_exponential(x.abs()));
+        lay_out(
+            out,
+            &crate::wasm::float_digits::shortest_exponential(x.abs()),
+        );
     }
     #[cfg(not(target_arch = "wasm32"))]
     out.push_str(zmij::Buffer::new().format_finite(x));
@@ -26,11 +29,11 @@ fn lay_out(out: &mut String, exponential: &str) {
     let text = exponential.as_bytes();
     let e = text.iter().position(|&b| b == b'e').unwrap_or(text.len());
     let (mantissa, exponent) = text.split_at(e);
-    let (negative, power) = match exponent.get(1..).unwrap_or_default() {
+    let (negative, power_digits) = match exponent.get(1..).unwrap_or_default() {
         [b'-', rest @ ..] => (true, rest),
         [b'+', rest @ ..] | rest => (false, rest),
     };
-    let power = power
+    let power = power_digits
         .iter()
         .fold(0usize, |n, &b| n * 10 + usize::from(b - b'0'));
     let plain = if negative { power <= 5 } else { power <= 15 };
@@ -56,7 +59,7 @@ fn lay_out(out: &mut String, exponential: &str) {
     }
     if !plain {
         out.push_str(if negative { "e-" } else { "e+" });
-        crate::json_write::push_decimal(out, power as u64);
+        out.extend(power_digits.iter().map(|&b| char::from(b)));
     } else if !negative && written <= power + 1 {
         // Whole: 1234e7 -> 12340000000.0
         out.extend(std::iter::repeat_n('0', power + 1 - written));

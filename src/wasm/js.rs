@@ -1,6 +1,5 @@
-//! Crossing back to JS: promises, answers as plain objects, the random
-//! seed and a float's shortest digits. (What JS hands in is read by
-//! `reader`.)
+//! Crossing back to JS: promises, answers as plain objects and the random
+//! seed. (What JS hands in is read by `reader`.)
 
 use wasm_bindgen::prelude::*;
 
@@ -10,20 +9,6 @@ use crate::error::{Detail, Error};
 extern "C" {
     #[wasm_bindgen(catch, js_namespace = crypto, js_name = getRandomValues)]
     fn get_random_values(buf: &mut [u8]) -> Result<(), JsValue>;
-
-    /// A JS number.
-    type Float;
-
-    #[wasm_bindgen(method, js_name = toExponential)]
-    fn to_exponential(this: &Float) -> String;
-}
-
-/// `x` (finite, not negative) as JS's `toExponential()` writes it: the
-/// shortest digits that read back as `x`, `d[.ddd]e[+|-]x`.
-pub(crate) fn shortest_exponential(x: f64) -> String {
-    JsValue::from_f64(x)
-        .unchecked_into::<Float>()
-        .to_exponential()
 }
 
 /// Runs `work` as a JS promise. Every async method goes through this one

@@ -5,6 +5,7 @@
 mod budget;
 mod clock;
 mod error;
+pub(crate) mod float_digits;
 #[cfg(feature = "gateway-host")]
 mod gateway;
 #[cfg(feature = "gateway-host")]

@@ -419,6 +419,7 @@ impl GatewayRateState {
         }
     }
 
+    #[inline(always)]
     pub(super) fn pool<T>(
         &self,
         bucket_id: &str,

@@ -217,13 +217,11 @@ impl GatewayRateState {
                         self.grow_pool(&target);
                     }
                     self.await_handoff(&target.bucket_id, req.signal).await?;
-                } else {
-                    self.await_refill(&target, req.signal).await?;
+                    continue;
                 }
-                continue;
-            }
-            let now = self.inner.rt.now_ms();
-            if let Some((due, deadline, permit)) = self.draw(&target, now, Millis::MAX) {
+            } else if let Some((due, deadline, permit)) =
+                self.draw(&target, self.inner.rt.now_ms(), Millis::MAX)
+            {
                 // Under a concurrency bound a permit without a lease needs
                 // one of the paced slots kept here (none: it is dead).
                 if permit.lease_id().is_none() && has_concurrency(&target.rules) {

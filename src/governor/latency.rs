@@ -62,15 +62,16 @@ impl Decode for ToolLatencies {
                 "toolLatencyMs must be an object keyed by tool id",
             ));
         };
-        map.iter()
-            .map(|(tool, v)| match millis_of(v) {
-                Some(ms) => Ok((tool.clone(), ms)),
-                None => Err(Error::invalid(format!(
+        let mut latencies = HashMap::default();
+        for (tool, v) in map.iter() {
+            let Some(ms) = millis_of(v) else {
+                return Err(Error::invalid(format!(
                     "toolLatencyMs.{tool} must be a finite number of milliseconds >= 0, got {}",
                     quote(v)
-                ))),
-            })
-            .collect::<Result<_>>()
-            .map(ToolLatencies)
+                )));
+            };
+            latencies.insert(tool.clone(), ms);
+        }
+        Ok(ToolLatencies(latencies))
     }
 }

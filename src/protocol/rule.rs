@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::limits;
 use crate::error::{Error, Result};
-use crate::json::{number_text, Fields};
+use crate::json::{number_text, read_items, Fields};
 use crate::json_write::push_decimal;
 
 /// `Serialize` is for the governor's snapshots and the bucket view, which
@@ -71,11 +71,9 @@ impl PacingRule {
 }
 
 pub(crate) fn rules_from(f: &Fields<'_>, field: &str) -> Result<Vec<PacingRule>> {
-    f.array(field, 1, limits::MAX_RULES)?
-        .iter()
-        .enumerate()
-        .map(|(i, v)| PacingRule::from_fields(&f.item(field, i, v)?))
-        .collect()
+    read_items(f.array(field, 1, limits::MAX_RULES)?, |i, v| {
+        PacingRule::from_fields(&f.item(field, i, v)?)
+    })
 }
 
 /// A canonical text for a set of rules, independent of their order, so two

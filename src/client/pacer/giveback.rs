@@ -9,6 +9,7 @@ use super::block::{leases_and_times, Slot};
 use super::{GatewayRateState, Inner};
 use crate::client::retry::with_retries;
 use crate::protocol::{limits, rules_signature, PacingRule, ReleaseRequest};
+use crate::queue::take_front;
 use crate::rt::LocalBoxFuture;
 use crate::time::Millis;
 
@@ -125,10 +126,10 @@ impl GatewayRateState {
             return Riders::default();
         };
         let take = pending.returned.len().min(limits::MAX_REQUESTED as usize);
-        let returned = pending.returned.drain(..take).collect();
+        let returned = take_front(&mut pending.returned, take);
         let leases = if leases_too {
             let take = pending.lease_ids.len().min(limits::MAX_RELEASE_BATCH);
-            pending.lease_ids.drain(..take).collect()
+            take_front(&mut pending.lease_ids, take)
         } else {
             Vec::new()
         };
@@ -220,7 +221,7 @@ impl GatewayRateState {
                     rules: pending.rules.clone(),
                     lease_ids,
                     scheduler_schema: self.inner.options.scheduler_schema.clone(),
-                    returned_at_ms: pending.returned.drain(..times).collect(),
+                    returned_at_ms: take_front(&mut pending.returned, times),
                 };
                 (request, places.last().copied())
             };

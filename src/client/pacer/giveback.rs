@@ -69,7 +69,12 @@ impl GatewayRateState {
         rules: &[PacingRule],
         slots: impl IntoIterator<Item = Slot>,
     ) {
-        let leases = slots.into_iter().filter_map(|s| s.lease).collect();
+        let mut leases = Vec::new();
+        for slot in slots {
+            if let Some(id) = slot.lease {
+                leases.push(id);
+            }
+        }
         self.queue(bucket_id, token, rules, leases, Vec::new());
     }
 
@@ -157,7 +162,10 @@ impl GatewayRateState {
             }
             return;
         }
-        let ids = leases.into_iter().map(|(_, id)| id).collect();
+        let mut ids = Vec::with_capacity(leases.len());
+        for (_, id) in leases {
+            ids.push(id);
+        }
         self.queue(bucket_id, token, rules, ids, Vec::new());
     }
 
@@ -258,11 +266,15 @@ impl Drop for Inner {
                 // Kept leases go back at once: a call started on one less
                 // than its spacing ago only lets the gateway's next holder
                 // start a little early on that slot, once.
+                let mut lease_ids = Vec::with_capacity(pool.idle.len());
+                for lease in pool.idle {
+                    lease_ids.push(lease.id);
+                }
                 requests.push(ReleaseRequest {
                     bucket_id: bucket_id.clone(),
                     rate_scope_token: pool.token,
                     rules: pool.rules,
-                    lease_ids: pool.idle.into_iter().map(|l| l.id).collect(),
+                    lease_ids,
                     scheduler_schema: self.options.scheduler_schema.clone(),
                     returned_at_ms: Vec::new(),
                 });

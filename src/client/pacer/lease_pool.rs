@@ -169,9 +169,16 @@ impl LeasePool {
 
     /// Every lease this isolate would keep: what an acquire renews.
     pub fn held(&self) -> Vec<String> {
-        let idle = self.idle.iter().map(|l| l.id.clone());
-        let busy = self.in_call.values().filter(|c| c.keep);
-        idle.chain(busy.map(|c| c.lease.id.clone())).collect()
+        let mut held = Vec::with_capacity(self.idle.len() + self.in_call.len());
+        for lease in &self.idle {
+            held.push(lease.id.clone());
+        }
+        for call in self.in_call.values() {
+            if call.keep {
+                held.push(call.lease.id.clone());
+            }
+        }
+        held
     }
 
     /// Leases that will be free for a caller here, now or when a call ends.

@@ -24,7 +24,10 @@ impl<V> SortedMap<V> {
         // The crate's one heap sort (core's stable sort would add its code
         // for this element type), by key and then by place, so the fields
         // of one key stay in written order.
-        let mut placed: Vec<(usize, (String, V))> = fields.into_iter().enumerate().collect();
+        let mut placed = Vec::with_capacity(fields.len());
+        for field in fields.into_iter().enumerate() {
+            placed.push(field);
+        }
         crate::sort::heap_sort_by(&mut placed, |a, b| (&a.1 .0, a.0) < (&b.1 .0, b.0));
         let mut kept: Vec<(String, V)> = Vec::with_capacity(placed.len());
         for (_, field) in placed {

@@ -114,9 +114,7 @@ impl GatewayRateState {
         if start {
             let this = self.clone();
             let key = key.clone();
-            self.inner
-                .rt
-                .spawn(Box::pin(async move { this.flush(key).await }));
+            self.inner.rt.spawn(Box::pin(this.flush(key)));
         }
         Some((key, place))
     }

@@ -244,9 +244,9 @@ impl GatewayRateState {
 
     pub(super) fn spawn_refill(&self, generation: u64, target: &Target) {
         let (this, target) = (self.clone(), target.clone());
-        self.inner.rt.spawn(Box::pin(async move {
-            this.refill(generation, target).await;
-        }));
+        self.inner
+            .rt
+            .spawn(Box::pin(this.refill(generation, target)));
     }
 
     /// Runs in the background so an aborted caller never strands a grant in

@@ -1,7 +1,10 @@
 //! Values by name in a list kept sorted by name: what a `BTreeMap<String,
 //! V>` does for the few keys the crate's JSON objects and named counters
 //! hold, without a tree's code in the wasm. Lookups are a binary search;
-//! they iterate in key order, as a `BTreeMap` would.
+//! they iterate in key order, as a `BTreeMap` would. The client's maps by
+//! name (`SortedMap<u64>`, and `ByName`'s places) are these too, rather
+//! than `HashMap`s: the client module then has no hash table code at all
+//! (hashbrown's, some 4 KB of the wasm).
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SortedMap<V>(Vec<(String, V)>);
@@ -45,6 +48,20 @@ impl<V> SortedMap<V> {
 
     pub fn get(&self, key: &str) -> Option<&V> {
         self.find(key).ok().map(|at| &self.0[at].1)
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        let at = self.find(key).ok()?;
+        Some(&mut self.0[at].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.find(key).is_ok()
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<V> {
+        let at = self.find(key).ok()?;
+        Some(self.0.remove(at).1)
     }
 
     /// Sets `key` to `value`, returning what it held before.

@@ -2,7 +2,7 @@
 //! until when each may start a call, and what a renewal answered.
 
 use crate::by_name::ByName;
-use crate::hash::HashMap;
+use crate::sorted_map::SortedMap;
 
 use super::pool::{IDLE_KEEP_MS, RENEW_EVERY_MS};
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
@@ -55,7 +55,7 @@ pub(super) struct LeasePool {
     pub watching: bool,
     /// Leases on their way back to the gateway: a set, kept as the map
     /// type the module has code for already (the values are unused).
-    pub returning: HashMap<String, u64>,
+    pub returning: SortedMap<u64>,
     /// This isolate's callers waiting for a kept lease, in arrival order.
     pub queue: Vec<Place>,
     /// Callers that found no lease free (paced: at their permit's time;
@@ -98,7 +98,7 @@ impl LeasePool {
             cooldown_until: 0,
             renewing: Vec::new(),
             watching: false,
-            returning: HashMap::default(),
+            returning: SortedMap::new(),
             queue: Vec::new(),
             missed: 0,
         }

@@ -6,6 +6,9 @@
 
 use crate::sorted_map::SortedMap;
 
+/// The place of an entry `retain` drops.
+const GONE: u64 = u64::MAX;
+
 #[derive(Debug, Clone)]
 pub struct ByName<T> {
     place: SortedMap<u64>,
@@ -79,13 +82,27 @@ impl<T> ByName<T> {
 
     /// Keeps the entries for which `keep` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut T) -> bool) {
-        self.entries.retain_mut(|(name, value)| keep(name, value));
-        // Sorted once (O(n log n)), not inserted one by one.
-        let mut places = Vec::with_capacity(self.entries.len());
-        for (i, (name, _)) in self.entries.iter().enumerate() {
-            places.push((name.clone(), i as u64));
+        // Each entry's place once the others are gone (`GONE` if it goes).
+        let mut moved = Vec::with_capacity(self.entries.len());
+        let mut kept = 0;
+        for (name, value) in &mut self.entries {
+            if keep(name, value) {
+                moved.push(kept);
+                kept += 1;
+            } else {
+                moved.push(GONE);
+            }
         }
-        self.place = SortedMap::from_fields(places);
+        let new_place = |old: u64| moved.get(old as usize).copied().unwrap_or(GONE);
+        let mut old = 0;
+        self.entries.retain(|_| {
+            old += 1;
+            new_place(old - 1) != GONE
+        });
+        self.place.retain_mut(|_, place| {
+            *place = new_place(*place);
+            *place != GONE
+        });
     }
 
     /// Takes every entry out.

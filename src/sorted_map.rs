@@ -59,6 +59,11 @@ impl<V> SortedMap<V> {
         self.find(key).is_ok()
     }
 
+    /// Keeps the entries for which `keep` holds, in key order still.
+    pub fn retain_mut(&mut self, mut keep: impl FnMut(&String, &mut V) -> bool) {
+        self.0.retain_mut(|(k, v)| keep(k, v));
+    }
+
     pub fn remove(&mut self, key: &str) -> Option<V> {
         let at = self.find(key).ok()?;
         Some(self.0.remove(at).1)

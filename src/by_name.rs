@@ -1,14 +1,17 @@
 //! Values by name, found through their place in a list. The places are a
-//! `HashMap<String, u64>`, a type the client module has code for already
-//! (the budget states' counters, the governor's latencies), so a map of
-//! this kind brings no hash table code of its own into the wasm: each
-//! other key and value type of `HashMap` costs some 2 KB (0.3 KB gzip).
+//! `SortedMap<u64>`, a type the client module has code for already (named
+//! counters, the budget states' units, the governor's latencies), so a map
+//! of this kind brings no lookup code of its own into the wasm, as a
+//! `SortedMap<T>` per value type would.
 
-use crate::hash::HashMap;
+use crate::sorted_map::SortedMap;
+
+/// The place of an entry `retain` drops.
+const GONE: u64 = u64::MAX;
 
 #[derive(Debug, Clone)]
 pub struct ByName<T> {
-    place: HashMap<String, u64>,
+    place: SortedMap<u64>,
     /// Each value with its name (a removal moves the last one into the
     /// gap, whose place must then change).
     entries: Vec<(String, T)>,
@@ -17,7 +20,7 @@ pub struct ByName<T> {
 impl<T> Default for ByName<T> {
     fn default() -> Self {
         ByName {
-            place: HashMap::default(),
+            place: SortedMap::new(),
             entries: Vec::new(),
         }
     }
@@ -79,16 +82,32 @@ impl<T> ByName<T> {
 
     /// Keeps the entries for which `keep` holds.
     pub fn retain(&mut self, mut keep: impl FnMut(&String, &mut T) -> bool) {
-        self.entries.retain_mut(|(name, value)| keep(name, value));
-        self.place.clear();
-        for (i, (name, _)) in self.entries.iter().enumerate() {
-            self.place.insert(name.clone(), i as u64);
+        // Each entry's place once the others are gone (`GONE` if it goes).
+        let mut moved = Vec::with_capacity(self.entries.len());
+        let mut kept = 0;
+        for (name, value) in &mut self.entries {
+            if keep(name, value) {
+                moved.push(kept);
+                kept += 1;
+            } else {
+                moved.push(GONE);
+            }
         }
+        let new_place = |old: u64| moved.get(old as usize).copied().unwrap_or(GONE);
+        let mut old = 0;
+        self.entries.retain(|_| {
+            old += 1;
+            new_place(old - 1) != GONE
+        });
+        self.place.retain_mut(|_, place| {
+            *place = new_place(*place);
+            *place != GONE
+        });
     }
 
     /// Takes every entry out.
     pub fn drain(&mut self) -> std::vec::IntoIter<(String, T)> {
-        self.place.clear();
+        self.place = SortedMap::new();
         std::mem::take(&mut self.entries).into_iter()
     }
 

@@ -20,6 +20,20 @@ pub fn decode_text<T: Decode>(text: &[u8]) -> Result<T> {
     T::from_value(&value)
 }
 
+/// Each of `items` read by `read` (given its index), or the first error: a
+/// loop rather than a `collect` into `Result<Vec<_>>`, whose iterator
+/// adapters are a few hundred bytes of wasm per item type.
+pub(crate) fn read_items<T>(
+    items: &[Value],
+    mut read: impl FnMut(usize, &Value) -> Result<T>,
+) -> Result<Vec<T>> {
+    let mut out = Vec::with_capacity(items.len());
+    for (i, v) in items.iter().enumerate() {
+        out.push(read(i, v)?);
+    }
+    Ok(out)
+}
+
 /// How much of an offending value an error message quotes.
 const QUOTE_LIMIT: usize = 48;
 
@@ -344,18 +358,14 @@ impl<'a> Fields<'a> {
     /// A list of non-empty strings.
     pub fn opt_strings(&self, field: &str, max_len: usize) -> Result<Vec<String>> {
         let items = self.opt_array(field, max_len)?.unwrap_or_default();
-        items
-            .iter()
-            .enumerate()
-            .map(|(i, v)| match v.as_str() {
-                Some(s) if !s.is_empty() => Ok(s.to_owned()),
-                _ => Err(Error::invalid(format!(
-                    "{} must be a non-empty string, got {}",
-                    self.item_path(field, i),
-                    quote(v)
-                ))),
-            })
-            .collect()
+        read_items(items, |i, v| match v.as_str() {
+            Some(s) if !s.is_empty() => Ok(s.to_owned()),
+            _ => Err(Error::invalid(format!(
+                "{} must be a non-empty string, got {}",
+                self.item_path(field, i),
+                quote(v)
+            ))),
+        })
     }
 
     pub fn item_path(&self, field: &str, index: usize) -> String {

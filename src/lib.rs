@@ -10,7 +10,6 @@ pub mod client;
 pub mod error;
 pub mod gateway;
 pub mod governor;
-pub mod hash;
 pub mod json;
 mod json_float;
 mod json_parse;

@@ -7,8 +7,6 @@
 //! next compaction. Taking from the front costs O(1) (amortised), as
 //! before.
 
-use std::ops::{Bound, RangeBounds};
-
 #[derive(Debug, Clone)]
 pub struct Queue<T> {
     items: Vec<T>,
@@ -101,20 +99,10 @@ impl<T: Default> Queue<T> {
         }
     }
 
-    /// Removes the items in `range` (of positions from the front).
-    pub fn drain(&mut self, range: impl RangeBounds<usize>) -> std::vec::Drain<'_, T> {
-        self.compact();
-        let end = match range.end_bound() {
-            Bound::Included(&end) => end + 1,
-            Bound::Excluded(&end) => end,
-            Bound::Unbounded => self.items.len(),
-        };
-        let start = match range.start_bound() {
-            Bound::Included(&start) => start,
-            Bound::Excluded(&start) => start + 1,
-            Bound::Unbounded => 0,
-        };
-        self.items.drain(start..end)
+    /// Takes the first `n` items out, as `drain(..n).collect()` would.
+    pub fn take_front(&mut self, n: usize) -> Vec<T> {
+        let rest = self.split_off(n);
+        std::mem::replace(self, rest).into()
     }
 
     fn as_slice(&self) -> &[T] {
@@ -125,6 +113,14 @@ impl<T: Default> Queue<T> {
         self.items.drain(..self.taken);
         self.taken = 0;
     }
+}
+
+/// Takes the first `n` of `items` out, as `drain(..n).collect()` would,
+/// without a drain's iterator and the collect's adapters, which are in
+/// the wasm once per element type.
+pub fn take_front<T>(items: &mut Vec<T>, n: usize) -> Vec<T> {
+    let rest = items.split_off(n);
+    std::mem::replace(items, rest)
 }
 
 impl<T: Default> From<Queue<T>> for Vec<T> {
@@ -218,16 +214,13 @@ mod tests {
         deque.extend([20, 21, 22, 23]);
         queue.pop_front();
         deque.pop_front();
-        assert_eq!(
-            queue.drain(..2).collect::<Vec<_>>(),
-            deque.drain(..2).collect::<Vec<_>>()
-        );
+        assert_eq!(queue.take_front(2), deque.drain(..2).collect::<Vec<_>>());
         same(&queue, &deque);
         queue.make_contiguous().reverse();
         deque.make_contiguous().reverse();
         same(&queue, &deque);
         assert_eq!(
-            queue.drain(..).collect::<Vec<_>>(),
+            queue.take_front(queue.len()),
             deque.drain(..).collect::<Vec<_>>()
         );
         same(&queue, &deque);

@@ -1,7 +1,10 @@
 //! Values by name in a list kept sorted by name: what a `BTreeMap<String,
 //! V>` does for the few keys the crate's JSON objects and named counters
 //! hold, without a tree's code in the wasm. Lookups are a binary search;
-//! they iterate in key order, as a `BTreeMap` would.
+//! they iterate in key order, as a `BTreeMap` would. The client's maps by
+//! name (`SortedMap<u64>`, and `ByName`'s places) are these too, rather
+//! than `HashMap`s: the client module then has no hash table code at all
+//! (hashbrown's, some 4 KB of the wasm).
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SortedMap<V>(Vec<(String, V)>);
@@ -24,7 +27,10 @@ impl<V> SortedMap<V> {
         // The crate's one heap sort (core's stable sort would add its code
         // for this element type), by key and then by place, so the fields
         // of one key stay in written order.
-        let mut placed: Vec<(usize, (String, V))> = fields.into_iter().enumerate().collect();
+        let mut placed = Vec::with_capacity(fields.len());
+        for field in fields.into_iter().enumerate() {
+            placed.push(field);
+        }
         crate::sort::heap_sort_by(&mut placed, |a, b| (&a.1 .0, a.0) < (&b.1 .0, b.0));
         let mut kept: Vec<(String, V)> = Vec::with_capacity(placed.len());
         for (_, field) in placed {
@@ -42,6 +48,25 @@ impl<V> SortedMap<V> {
 
     pub fn get(&self, key: &str) -> Option<&V> {
         self.find(key).ok().map(|at| &self.0[at].1)
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
+        let at = self.find(key).ok()?;
+        Some(&mut self.0[at].1)
+    }
+
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.find(key).is_ok()
+    }
+
+    /// Keeps the entries for which `keep` holds, in key order still.
+    pub fn retain_mut(&mut self, mut keep: impl FnMut(&String, &mut V) -> bool) {
+        self.0.retain_mut(|(k, v)| keep(k, v));
+    }
+
+    pub fn remove(&mut self, key: &str) -> Option<V> {
+        let at = self.find(key).ok()?;
+        Some(self.0.remove(at).1)
     }
 
     /// Sets `key` to `value`, returning what it held before.

@@ -3,7 +3,7 @@
 //! authority across isolates while paying one round trip per block of
 //! units, not per unit.
 
-use crate::hash::HashMap;
+use crate::sorted_map::SortedMap;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -37,7 +37,7 @@ fn units_key(root_run_id: &str, key: &str) -> String {
 #[derive(Default)]
 pub struct LocalBudgetState {
     /// By run and counter key (see [`units_key`]).
-    counters: RefCell<HashMap<String, u64>>,
+    counters: RefCell<SortedMap<u64>>,
 }
 
 impl LocalBudgetState {
@@ -59,7 +59,7 @@ impl LocalBudgetState {
         }
         let mut counters = CounterMap::new();
         for c in charges {
-            let n = all.entry(units_key(root_run_id, &c.key)).or_insert(0);
+            let n = all.get_or_insert_with(&units_key(root_run_id, &c.key), || 0);
             *n += c.amount;
             counters.insert(c.key.clone(), *n);
         }
@@ -108,7 +108,7 @@ pub struct GatewayBudgetState {
     port: Rc<dyn GatewayPort>,
     rt: Rc<dyn Runtime>,
     /// Units reserved at the gateway and not yet used, per run and key.
-    remaining: RefCell<HashMap<String, u64>>,
+    remaining: RefCell<SortedMap<u64>>,
     /// One charge at a time, in arrival order, each for a bounded time.
     turns: Turns,
     /// Reservations sent and not settled, oldest first.
@@ -135,7 +135,7 @@ impl GatewayBudgetState {
         GatewayBudgetState {
             port,
             rt,
-            remaining: RefCell::new(HashMap::default()),
+            remaining: RefCell::new(SortedMap::new()),
             turns: Turns::default(),
             unsettled: RefCell::new(Vec::new()),
             id_prefix: format!("{seed:016x}"),

@@ -2,7 +2,7 @@
 //! what its calls were seen to take, else the host's hint for it, else the
 //! policy's typical call.
 
-use crate::hash::HashMap;
+use crate::sorted_map::SortedMap;
 use std::cell::RefCell;
 
 use crate::json_value::Value;
@@ -22,15 +22,15 @@ const MAX_OBSERVED_TOOLS: usize = 4_096;
 /// Whole milliseconds throughout: a millisecond is finer than any call's
 /// jitter, and one map type serves hints and observations.
 pub(crate) struct ToolLatency {
-    hints: HashMap<String, Millis>,
-    observed: RefCell<HashMap<String, Millis>>,
+    hints: SortedMap<Millis>,
+    observed: RefCell<SortedMap<Millis>>,
 }
 
 impl ToolLatency {
-    pub fn new(hints: HashMap<String, Millis>) -> Self {
+    pub fn new(hints: SortedMap<Millis>) -> Self {
         ToolLatency {
             hints,
-            observed: RefCell::new(HashMap::default()),
+            observed: RefCell::new(SortedMap::new()),
         }
     }
 
@@ -52,8 +52,8 @@ impl ToolLatency {
 }
 
 /// Latency hints by tool id, as a host's options carry them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ToolLatencies(pub HashMap<String, Millis>);
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolLatencies(pub SortedMap<Millis>);
 
 impl Decode for ToolLatencies {
     fn from_value(value: &Value) -> Result<Self> {
@@ -62,15 +62,16 @@ impl Decode for ToolLatencies {
                 "toolLatencyMs must be an object keyed by tool id",
             ));
         };
-        map.iter()
-            .map(|(tool, v)| match millis_of(v) {
-                Some(ms) => Ok((tool.clone(), ms)),
-                None => Err(Error::invalid(format!(
+        let mut latencies = SortedMap::new();
+        for (tool, v) in map.iter() {
+            let Some(ms) = millis_of(v) else {
+                return Err(Error::invalid(format!(
                     "toolLatencyMs.{tool} must be a finite number of milliseconds >= 0, got {}",
                     quote(v)
-                ))),
-            })
-            .collect::<Result<_>>()
-            .map(ToolLatencies)
+                )));
+            };
+            latencies.insert(tool.clone(), ms);
+        }
+        Ok(ToolLatencies(latencies))
     }
 }

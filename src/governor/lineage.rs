@@ -150,12 +150,11 @@ impl Lineage {
     /// its own ancestors, and not past the depth limit.
     pub fn child(&self, play: &str, run_id: &str, max_depth: u64) -> Result<Lineage> {
         if self.ancestry.iter().any(|p| p == play) {
-            let chain: Vec<&str> = self
-                .ancestry
-                .iter()
-                .map(String::as_str)
-                .chain([play])
-                .collect();
+            let mut chain = Vec::with_capacity(self.ancestry.len() + 1);
+            for p in &self.ancestry {
+                chain.push(p.as_str());
+            }
+            chain.push(play);
             return Err(Error::new(
                 ErrorCode::CycleDetected,
                 format!(

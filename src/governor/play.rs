@@ -2,7 +2,7 @@
 //! Inline children are governors too, sharing everything with their root
 //! except their place in the lineage.
 
-use crate::hash::HashMap;
+use crate::sorted_map::SortedMap;
 use std::rc::Rc;
 
 use super::budget::RunBudgets;
@@ -35,7 +35,7 @@ pub struct GovernorConfig {
     /// Pacing the host knows better than any tool's declaration, by tool id.
     pub builtin_pacing: PacingTable,
     /// How long each tool's calls usually take, until its calls are seen.
-    pub tool_latency_ms: HashMap<String, Millis>,
+    pub tool_latency_ms: SortedMap<Millis>,
     /// The play this run executes, so that a child calling it is a cycle.
     /// With `resume`, it must be the snapshot's own.
     pub play_id: Option<String>,
@@ -64,7 +64,7 @@ impl GovernorConfig {
             resolve_pacing,
             resolve_rate_scope: None,
             builtin_pacing: PacingTable::default(),
-            tool_latency_ms: HashMap::default(),
+            tool_latency_ms: SortedMap::new(),
             play_id: None,
             resume: None,
             policy: PolicyOverrides::default(),

@@ -7,7 +7,7 @@ use super::limits;
 use super::quota::QuotaReport;
 use super::rule::{rules_from, PacingRule};
 use crate::error::{Error, Result};
-use crate::json::{as_object, millis_of, quote, Decode, Fields};
+use crate::json::{as_object, millis_of, quote, read_items, Decode, Fields};
 
 /// `POST /v1/rate/acquire`: ask for up to `requested` permits of a bucket.
 #[derive(Debug, Clone, PartialEq)]
@@ -367,35 +367,27 @@ fn returned_times(f: &Fields<'_>) -> Result<Vec<u64>> {
 }
 
 fn millis_list(f: &Fields<'_>, field: &str, items: &[Value]) -> Result<Vec<u64>> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| {
-            millis_of(v).ok_or_else(|| {
-                Error::invalid(format!(
-                    "{} must be a finite number of milliseconds >= 0, got {}",
-                    f.item_path(field, i),
-                    quote(v)
-                ))
-            })
+    read_items(items, |i, v| {
+        millis_of(v).ok_or_else(|| {
+            Error::invalid(format!(
+                "{} must be a finite number of milliseconds >= 0, got {}",
+                f.item_path(field, i),
+                quote(v)
+            ))
         })
-        .collect()
+    })
 }
 
 fn lease_id_list(f: &Fields<'_>, field: &str, items: &[Value]) -> Result<Vec<String>> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, v)| match v {
-            Value::String(s) if !s.trim().is_empty() && s.len() <= limits::MAX_ID_BYTES => {
-                Ok(s.clone())
-            }
-            other => Err(Error::invalid(format!(
-                "{} must be a non-empty lease id string of at most {} bytes, got {}",
-                f.item_path(field, i),
-                limits::MAX_ID_BYTES,
-                quote(other)
-            ))),
-        })
-        .collect()
+    read_items(items, |i, v| match v {
+        Value::String(s) if !s.trim().is_empty() && s.len() <= limits::MAX_ID_BYTES => {
+            Ok(s.clone())
+        }
+        other => Err(Error::invalid(format!(
+            "{} must be a non-empty lease id string of at most {} bytes, got {}",
+            f.item_path(field, i),
+            limits::MAX_ID_BYTES,
+            quote(other)
+        ))),
+    })
 }

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::limits;
 use crate::error::{Error, Result};
-use crate::json::{number_text, Fields};
+use crate::json::{number_text, read_items, Fields};
 use crate::json_write::push_decimal;
 
 /// `Serialize` is for the governor's snapshots and the bucket view, which
@@ -71,11 +71,9 @@ impl PacingRule {
 }
 
 pub(crate) fn rules_from(f: &Fields<'_>, field: &str) -> Result<Vec<PacingRule>> {
-    f.array(field, 1, limits::MAX_RULES)?
-        .iter()
-        .enumerate()
-        .map(|(i, v)| PacingRule::from_fields(&f.item(field, i, v)?))
-        .collect()
+    read_items(f.array(field, 1, limits::MAX_RULES)?, |i, v| {
+        PacingRule::from_fields(&f.item(field, i, v)?)
+    })
 }
 
 /// A canonical text for a set of rules, independent of their order, so two
@@ -84,24 +82,22 @@ pub fn rules_signature(rules: &[PacingRule]) -> String {
     // Written piece by piece rather than with `format!`: a pacer writes a
     // signature for its first permit, which would otherwise compile core's
     // formatter on the success path.
-    let mut parts: Vec<String> = rules
-        .iter()
-        .map(|r| {
-            let mut part = String::new();
-            push_decimal(&mut part, r.requests_per_window);
-            part.push('/');
-            push_decimal(&mut part, r.window_ms);
-            part.push(':');
-            if let Some(c) = r.max_concurrency {
-                push_decimal(&mut part, c);
-            }
-            part.push(':');
-            if let Some(rps) = r.adaptive_max_rps {
-                part.push_str(&number_text(rps));
-            }
-            part
-        })
-        .collect();
+    let mut parts = Vec::with_capacity(rules.len());
+    for r in rules {
+        let mut part = String::new();
+        push_decimal(&mut part, r.requests_per_window);
+        part.push('/');
+        push_decimal(&mut part, r.window_ms);
+        part.push(':');
+        if let Some(c) = r.max_concurrency {
+            push_decimal(&mut part, c);
+        }
+        part.push(':');
+        if let Some(rps) = r.adaptive_max_rps {
+            part.push_str(&number_text(rps));
+        }
+        parts.push(part);
+    }
     crate::sort::heap_sort_by(&mut parts, |a, b| a < b);
     // Joined by hand: `join` on `String`s is a copy of its own in the wasm.
     let mut signature = String::new();

@@ -142,23 +142,30 @@ pub async fn abortable<T>(
     waiting_for: impl FnOnce() -> String,
     work: impl Future<Output = Result<T, Error>>,
 ) -> Result<T, Error> {
-    let Some(signal) = signal else {
-        return work.await;
-    };
-    if signal.is_aborted() {
-        return Err(signal.error(&waiting_for()));
-    }
+    // One path, with or without a signal: `work` awaited on a path of its
+    // own as well would have its poll inlined twice in every caller.
     let mut work = std::pin::pin!(work);
-    let mut abort = signal.aborted();
+    let mut abort = signal.map(AbortSignal::aborted);
     let mut waiting_for = Some(waiting_for);
     std::future::poll_fn(|cx| {
-        if Pin::new(&mut abort).poll(cx).is_ready() {
+        if let Some(signal) = poll_abort(&mut abort, cx) {
             let what = waiting_for.take().map_or_else(String::new, |f| f());
             return Poll::Ready(Err(signal.error(&what)));
         }
         work.as_mut().poll(cx)
     })
     .await
+}
+
+/// The signal of a wait, once it has aborted. Not generic: one copy for
+/// every kind of wait.
+#[inline(never)]
+fn poll_abort<'a>(abort: &'a mut Option<Aborted>, cx: &mut Context<'_>) -> Option<&'a AbortSignal> {
+    let abort = abort.as_mut()?;
+    Pin::new(&mut *abort)
+        .poll(cx)
+        .is_ready()
+        .then_some(&abort.0)
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use wasm_bindgen::prelude::*;
 
 use crate::error::{Detail, Error};
+use crate::rt::LocalBoxFuture;
 
 #[wasm_bindgen]
 extern "C" {
@@ -20,12 +21,21 @@ pub(crate) fn promise(
     run(Box::pin(work))
 }
 
+/// A promise's work: `task`, then `undefined`. One async block for the
+/// background tasks, leases' releases and permits' releases alike.
+pub(crate) fn undefined_after(task: LocalBoxFuture<'static, ()>) -> PromiseWork {
+    Box::pin(async move {
+        task.await;
+        Ok(JsValue::UNDEFINED)
+    })
+}
+
+pub(crate) type PromiseWork = LocalBoxFuture<'static, Result<JsValue, JsValue>>;
+
 /// Where the host refuses timers (workerd, at a module's top level) the
 /// work could wait forever, its retries and waits never woken, so it is
 /// refused instead.
-fn run(
-    work: std::pin::Pin<Box<dyn std::future::Future<Output = Result<JsValue, JsValue>>>>,
-) -> js_sys::Promise {
+pub(crate) fn run(work: PromiseWork) -> js_sys::Promise {
     match timers_allowed("this call") {
         Ok(()) => wasm_bindgen_futures::future_to_promise(work),
         Err(e) => rejected(e),

@@ -3,7 +3,7 @@
 use js_sys::{Function, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
-use super::js::promise;
+use super::js::{run, undefined_after};
 use crate::client::Permit;
 
 /// A permit to call a provider once. Call `release()` when the call is done
@@ -28,10 +28,7 @@ impl JsPermit {
     pub fn release(&mut self) -> js_sys::Promise {
         match self.permit.release_pending() {
             None => js_sys::Promise::resolve(&JsValue::UNDEFINED),
-            Some(settled) => promise(async move {
-                settled.await;
-                Ok(JsValue::UNDEFINED)
-            }),
+            Some(settled) => run(undefined_after(settled)),
         }
     }
 

@@ -116,7 +116,8 @@ impl BucketRef {
     /// Reads `{bucketId, rateScopeToken?, ...extra}`; any other field is
     /// refused by name. A blank token is none, as on the wire.
     pub fn read(o: &ObjectArg, extra: &[&str]) -> Result<BucketRef> {
-        let known: Vec<&str> = BUCKET_FIELDS.iter().chain(extra).copied().collect();
+        let mut known = BUCKET_FIELDS.to_vec();
+        known.extend_from_slice(extra);
         o.only(&known)?;
         BucketRef::from_values(
             o.get("bucketId")?,

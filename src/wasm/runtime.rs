@@ -8,7 +8,7 @@ use wasm_bindgen::prelude::*;
 
 use super::clock::JsClock;
 use super::error::keep;
-use super::js::promise;
+use super::js::{run, undefined_after};
 use super::timers::Sleep;
 use crate::error::Error;
 use crate::rt::{AbortSignal, LocalBoxFuture, Runtime};
@@ -33,10 +33,7 @@ impl JsRuntime {
     /// that throws (its request is over) only means nothing more can be
     /// kept alive.
     pub fn keep_alive(&self, work: LocalBoxFuture<'static, ()>) -> js_sys::Promise {
-        let running = promise(async move {
-            work.await;
-            Ok(JsValue::UNDEFINED)
-        });
+        let running = run(undefined_after(work));
         if let Some(wait_until) = &self.wait_until {
             let _ = wait_until.call1(&JsValue::NULL, &running);
         }
@@ -59,13 +56,23 @@ impl Runtime for JsRuntime {
         if self.wait_until.is_some() {
             drop(self.keep_alive(task));
         } else {
-            wasm_bindgen_futures::spawn_local(task);
+            spawn_local(task);
         }
     }
 
     fn spawn_watch(&self, task: LocalBoxFuture<'static, ()>) {
-        wasm_bindgen_futures::spawn_local(task);
+        spawn_local(task);
     }
+}
+
+/// Runs `task` as `spawn_local` would, through `future_to_promise`'s task
+/// (a promise nobody awaits): every async method's promise already brings
+/// that one into the wasm, and `spawn_local` of a task of its own type
+/// would add a second copy of the task machinery.
+fn spawn_local(task: LocalBoxFuture<'static, ()>) {
+    drop(wasm_bindgen_futures::future_to_promise(undefined_after(
+        task,
+    )));
 }
 
 /// A value checked to be the host's `AbortSignal`. It is used only through

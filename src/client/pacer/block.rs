@@ -146,7 +146,7 @@ impl Block {
                 s.at.is_none_or(|at| clock.to_local(at).saturating_add(self.tolerance_ms) >= now)
             })
             .unwrap_or(self.slots.len());
-        self.slots.drain(..alive).collect()
+        self.slots.take_front(alive)
     }
 
     /// Permits per second drawn since the block was granted, once a
@@ -190,24 +190,26 @@ pub(super) fn validate_grant(
             leases.len()
         ));
     }
-    let times: Vec<Option<Millis>> = match &response.scheduled_at_ms {
+    let times = match &response.scheduled_at_ms {
         Some(times) if times.len() != granted => {
             return bad(format!(
                 "the gateway granted {granted} permits for {bucket_id} with {} dispatch times",
                 times.len()
             ))
         }
-        Some(times) => times.iter().copied().map(Some).collect(),
-        None => vec![None; granted],
+        times => times.as_deref().unwrap_or_default(),
     };
+    // One loop over the permits, not iterators collected twice (a copy of
+    // their adapters per element type).
     let mut leases = leases.into_iter();
-    Ok(times
-        .into_iter()
-        .map(|at| Slot {
-            at,
+    let mut slots = Queue::new();
+    for i in 0..granted {
+        slots.push_back(Slot {
+            at: times.get(i).copied(),
             lease: if concurrency { leases.next() } else { None },
-        })
-        .collect())
+        });
+    }
+    Ok(slots)
 }
 
 #[cfg(test)]

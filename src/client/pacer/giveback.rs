@@ -9,6 +9,7 @@ use super::block::{leases_and_times, Slot};
 use super::{GatewayRateState, Inner};
 use crate::client::retry::with_retries;
 use crate::protocol::{limits, rules_signature, PacingRule, ReleaseRequest};
+use crate::queue::take_front;
 use crate::rt::LocalBoxFuture;
 use crate::time::Millis;
 
@@ -68,7 +69,12 @@ impl GatewayRateState {
         rules: &[PacingRule],
         slots: impl IntoIterator<Item = Slot>,
     ) {
-        let leases = slots.into_iter().filter_map(|s| s.lease).collect();
+        let mut leases = Vec::new();
+        for slot in slots {
+            if let Some(id) = slot.lease {
+                leases.push(id);
+            }
+        }
         self.queue(bucket_id, token, rules, leases, Vec::new());
     }
 
@@ -108,9 +114,7 @@ impl GatewayRateState {
         if start {
             let this = self.clone();
             let key = key.clone();
-            self.inner
-                .rt
-                .spawn(Box::pin(async move { this.flush(key).await }));
+            self.inner.rt.spawn(Box::pin(this.flush(key)));
         }
         Some((key, place))
     }
@@ -125,10 +129,10 @@ impl GatewayRateState {
             return Riders::default();
         };
         let take = pending.returned.len().min(limits::MAX_REQUESTED as usize);
-        let returned = pending.returned.drain(..take).collect();
+        let returned = take_front(&mut pending.returned, take);
         let leases = if leases_too {
             let take = pending.lease_ids.len().min(limits::MAX_RELEASE_BATCH);
-            pending.lease_ids.drain(..take).collect()
+            take_front(&mut pending.lease_ids, take)
         } else {
             Vec::new()
         };
@@ -156,7 +160,10 @@ impl GatewayRateState {
             }
             return;
         }
-        let ids = leases.into_iter().map(|(_, id)| id).collect();
+        let mut ids = Vec::with_capacity(leases.len());
+        for (_, id) in leases {
+            ids.push(id);
+        }
         self.queue(bucket_id, token, rules, ids, Vec::new());
     }
 
@@ -220,7 +227,7 @@ impl GatewayRateState {
                     rules: pending.rules.clone(),
                     lease_ids,
                     scheduler_schema: self.inner.options.scheduler_schema.clone(),
-                    returned_at_ms: pending.returned.drain(..times).collect(),
+                    returned_at_ms: take_front(&mut pending.returned, times),
                 };
                 (request, places.last().copied())
             };
@@ -257,11 +264,15 @@ impl Drop for Inner {
                 // Kept leases go back at once: a call started on one less
                 // than its spacing ago only lets the gateway's next holder
                 // start a little early on that slot, once.
+                let mut lease_ids = Vec::with_capacity(pool.idle.len());
+                for lease in pool.idle {
+                    lease_ids.push(lease.id);
+                }
                 requests.push(ReleaseRequest {
                     bucket_id: bucket_id.clone(),
                     rate_scope_token: pool.token,
                     rules: pool.rules,
-                    lease_ids: pool.idle.into_iter().map(|l| l.id).collect(),
+                    lease_ids,
                     scheduler_schema: self.options.scheduler_schema.clone(),
                     returned_at_ms: Vec::new(),
                 });

@@ -2,7 +2,7 @@
 //! until when each may start a call, and what a renewal answered.
 
 use crate::by_name::ByName;
-use crate::hash::HashMap;
+use crate::sorted_map::SortedMap;
 
 use super::pool::{IDLE_KEEP_MS, RENEW_EVERY_MS};
 use crate::protocol::{PacingRule, LEASE_CHAIN_MS};
@@ -55,7 +55,7 @@ pub(super) struct LeasePool {
     pub watching: bool,
     /// Leases on their way back to the gateway: a set, kept as the map
     /// type the module has code for already (the values are unused).
-    pub returning: HashMap<String, u64>,
+    pub returning: SortedMap<u64>,
     /// This isolate's callers waiting for a kept lease, in arrival order.
     pub queue: Vec<Place>,
     /// Callers that found no lease free (paced: at their permit's time;
@@ -98,7 +98,7 @@ impl LeasePool {
             cooldown_until: 0,
             renewing: Vec::new(),
             watching: false,
-            returning: HashMap::default(),
+            returning: SortedMap::new(),
             queue: Vec::new(),
             missed: 0,
         }
@@ -169,9 +169,16 @@ impl LeasePool {
 
     /// Every lease this isolate would keep: what an acquire renews.
     pub fn held(&self) -> Vec<String> {
-        let idle = self.idle.iter().map(|l| l.id.clone());
-        let busy = self.in_call.values().filter(|c| c.keep);
-        idle.chain(busy.map(|c| c.lease.id.clone())).collect()
+        let mut held = Vec::with_capacity(self.idle.len() + self.in_call.len());
+        for lease in &self.idle {
+            held.push(lease.id.clone());
+        }
+        for call in self.in_call.values() {
+            if call.keep {
+                held.push(call.lease.id.clone());
+            }
+        }
+        held
     }
 
     /// Leases that will be free for a caller here, now or when a call ends.

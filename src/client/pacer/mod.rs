@@ -217,13 +217,11 @@ impl GatewayRateState {
                         self.grow_pool(&target);
                     }
                     self.await_handoff(&target.bucket_id, req.signal).await?;
-                } else {
-                    self.await_refill(&target, req.signal).await?;
+                    continue;
                 }
-                continue;
-            }
-            let now = self.inner.rt.now_ms();
-            if let Some((due, deadline, permit)) = self.draw(&target, now, Millis::MAX) {
+            } else if let Some((due, deadline, permit)) =
+                self.draw(&target, self.inner.rt.now_ms(), Millis::MAX)
+            {
                 // Under a concurrency bound a permit without a lease needs
                 // one of the paced slots kept here (none: it is dead).
                 if permit.lease_id().is_none() && has_concurrency(&target.rules) {
@@ -367,6 +365,9 @@ impl GatewayRateState {
             .and_then(|s| s.effective_rps)
     }
 
+    /// Inlined, as is `pool`: each closure's body lands in its caller
+    /// rather than in a copy of this wrapper per closure (62 of them).
+    #[inline(always)]
     fn state<T>(&self, bucket_id: &str, f: impl FnOnce(&mut BucketState) -> T) -> T {
         f(&mut self.bucket(bucket_id))
     }

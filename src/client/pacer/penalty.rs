@@ -6,7 +6,6 @@
 //! whether answered to this isolate's penalize or to any acquire after
 //! another isolate's 429.
 
-use super::block::Slot;
 use super::GatewayRateState;
 use crate::error::Result;
 use crate::protocol::{limits, PenalizeRequest};
@@ -74,7 +73,7 @@ impl GatewayRateState {
             let inside_cooldown = block
                 .slots
                 .partition_point(|slot| slot.at.is_none_or(|at| at < until));
-            let mut dropped: Vec<Slot> = block.slots.drain(..inside_cooldown).collect();
+            let mut dropped = block.slots.take_front(inside_cooldown);
             // Permits held were granted at the rate the provider refused:
             // a cut thins them to the new one. A shallow cut (a failed
             // probe, a drift step) refused a rate a few percent over the
@@ -101,7 +100,7 @@ impl GatewayRateState {
                         .then(|| s.clock.to_gateway(now).saturating_add(SHALLOW_CUT_KEEPS_MS));
                     let mut last: Option<Millis> = None;
                     let mut kept = crate::queue::Queue::new();
-                    for slot in block.slots.drain(..) {
+                    for slot in std::mem::take(&mut block.slots) {
                         let at = slot.at.unwrap_or(0);
                         if kept_until.is_some_and(|until| at < until)
                             || last.is_none_or(|l| at >= l.saturating_add(spacing))

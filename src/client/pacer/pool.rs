@@ -15,6 +15,7 @@ use super::refill::Target;
 use super::{GatewayRateState, REFILL_POLL_MS};
 use crate::error::Result;
 use crate::protocol::LEASE_CHAIN_MS;
+use crate::queue::take_front;
 use crate::rt::{abortable, AbortSignal, LocalBoxFuture};
 use crate::time::Millis;
 
@@ -330,7 +331,7 @@ impl GatewayRateState {
                             .take(unwanted)
                             .take_while(|l| l.idle_since + keep <= now)
                             .count();
-                        let spare: Vec<KeptLease> = p.idle.drain(..stale).collect();
+                        let spare = take_front(&mut p.idle, stale);
                         let next = p
                             .idle
                             .iter()
@@ -419,6 +420,7 @@ impl GatewayRateState {
         }
     }
 
+    #[inline(always)]
     pub(super) fn pool<T>(
         &self,
         bucket_id: &str,

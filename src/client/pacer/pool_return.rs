@@ -55,9 +55,14 @@ impl GatewayRateState {
             .filter_map(|l| l.last_start.map(|_| l.next_at))
             .max()
             .unwrap_or(0);
-        let ids: Vec<String> = leases.into_iter().map(|l| l.id).collect();
+        let mut ids = Vec::with_capacity(leases.len());
+        for lease in leases {
+            ids.push(lease.id);
+        }
         self.pool(bucket_id, |p| {
-            p.returning.extend(ids.iter().map(|id| (id.clone(), 0)))
+            for id in &ids {
+                p.returning.insert(id.clone(), 0);
+            }
         });
         let settled = self.settled_kept(bucket_id, ids.clone());
         let sent = ids.clone();
@@ -129,14 +134,13 @@ impl GatewayRateState {
         // at once, as one never called on does, unless its call may still
         // start: its spacing then runs from that start (see `take_kept`).
         let may_start = calls_may_start && !pool.paced();
-        let busy = pool
-            .in_call
-            .iter()
-            .map(|(id, call)| match (call.since > now, may_start) {
+        let mut busy = Vec::with_capacity(pool.in_call.len());
+        for (id, call) in pool.in_call.iter() {
+            busy.push(match (call.since > now, may_start) {
                 (true, false) => (id.clone(), 0, false),
                 (waiting, _) => (id.clone(), call.since + pool.spacing_ms, waiting),
-            })
-            .collect();
+            });
+        }
         self.state(bucket_id, |s| {
             s.dissolved = Some((pool.token, pool.rules, busy));
         });

@@ -87,13 +87,13 @@ impl GatewayRateState {
         if send {
             let this = self.clone();
             let (bucket_id, token) = (bucket_id.to_owned(), rate_scope_token.map(str::to_owned));
-            self.inner.rt.spawn(Box::pin(async move {
-                this.send_quota(bucket_id, token).await;
-            }));
+            self.inner
+                .rt
+                .spawn(Box::pin(this.send_quota(bucket_id, token)));
         }
     }
 
-    async fn send_quota(&self, bucket_id: String, token: Option<String>) {
+    async fn send_quota(self, bucket_id: String, token: Option<String>) {
         let Some(quota) = self.state(&bucket_id, |s| s.quota.pending.take()) else {
             return;
         };

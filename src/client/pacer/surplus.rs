@@ -25,9 +25,7 @@ impl GatewayRateState {
         if start {
             let this = self.clone();
             let bucket_id = bucket_id.to_owned();
-            self.inner
-                .rt
-                .spawn_watch(Box::pin(async move { this.watch(bucket_id).await }));
+            self.inner.rt.spawn_watch(Box::pin(this.watch(bucket_id)));
         }
     }
 

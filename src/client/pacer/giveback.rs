@@ -219,8 +219,14 @@ impl GatewayRateState {
                 }
                 let leases = pending.lease_ids.len().min(limits::MAX_RELEASE_BATCH);
                 let times = pending.returned.len().min(limits::MAX_REQUESTED as usize);
-                let (places, lease_ids): (Vec<u64>, Vec<String>) =
-                    pending.lease_ids.drain(..leases).unzip();
+                let last_place = leases
+                    .checked_sub(1)
+                    .and_then(|last| pending.lease_ids.get(last))
+                    .map(|&(place, _)| place);
+                let mut lease_ids = Vec::with_capacity(leases);
+                for (_, id) in take_front(&mut pending.lease_ids, leases) {
+                    lease_ids.push(id);
+                }
                 let request = ReleaseRequest {
                     bucket_id: pending.bucket_id.clone(),
                     rate_scope_token: pending.token.clone(),
@@ -229,7 +235,7 @@ impl GatewayRateState {
                     scheduler_schema: self.inner.options.scheduler_schema.clone(),
                     returned_at_ms: take_front(&mut pending.returned, times),
                 };
-                (request, places.last().copied())
+                (request, last_place)
             };
             let (request, last_place) = request;
             let outcome =

@@ -5,6 +5,8 @@
 //! isolate's own in-memory scheduler (the same AIMD) when it is local.
 //! Either way the governor only forwards, so a 429 is never halved twice.
 
+use std::future::Future;
+
 use super::pacing::RateScope;
 use super::play::Governor;
 use crate::error::Result;
@@ -25,11 +27,14 @@ impl Governor {
         self.penalize(&scope, retry_after_ms).await
     }
 
-    pub(super) async fn penalize(&self, scope: &RateScope, cooldown_ms: Millis) -> Result<()> {
+    pub(super) fn penalize<'a>(
+        &'a self,
+        scope: &'a RateScope,
+        cooldown_ms: Millis,
+    ) -> impl Future<Output = Result<()>> + 'a {
         self.shared
             .rate_state
             .penalize(&scope.bucket_id, scope.token.as_deref(), cooldown_ms)
-            .await
     }
 
     /// A provider call went through, taking `latency_ms` if known; routed

@@ -177,17 +177,14 @@ impl GatewayRateState {
         lease_ids: Vec<String>,
     ) -> LocalBoxFuture<'static, ()> {
         match self.queue(bucket_id, token, rules, lease_ids, Vec::new()) {
-            Some(ticket) => {
-                let this = self.clone();
-                Box::pin(async move { this.settled(ticket).await })
-            }
+            Some(ticket) => Box::pin(self.clone().settled(ticket)),
             None => Box::pin(std::future::ready(())),
         }
     }
 
     /// Settles once the batch holding `ticket` has had its gateway call.
     /// It looks on its own timer: the flush may run in another request.
-    pub(super) async fn settled(&self, (key, place): Ticket) {
+    pub(super) async fn settled(self, (key, place): Ticket) {
         loop {
             let done = self
                 .inner

@@ -179,7 +179,7 @@ impl GatewayRateState {
                 }
             };
             if let Some(ticket) = ticket {
-                this.settled(ticket).await;
+                this.clone().settled(ticket).await;
             }
             if !returned.is_empty() {
                 this.pool(&bucket_id, |p| {

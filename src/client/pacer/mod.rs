@@ -36,6 +36,7 @@ mod refill;
 mod surplus;
 
 use std::cell::{Cell, RefCell, RefMut};
+use std::future::Future;
 use std::rc::Rc;
 
 use super::permit::Permit;
@@ -44,7 +45,7 @@ use crate::by_name::ByName;
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{has_concurrency, limits, rules_signature, PacingRule};
-use crate::rt::{abortable, AbortSignal, LocalBoxFuture, Runtime};
+use crate::rt::{abortable_sleep, AbortSignal, LocalBoxFuture, Runtime};
 use crate::time::Millis;
 use bucket_state::BucketState;
 use clock::ClockSync;
@@ -391,18 +392,13 @@ fn permit_wait(bucket_id: &str) -> String {
 }
 
 /// Waits out `sleep` unless `signal` aborts first: every timed wait for a
-/// permit of `bucket_id`. One wait of one type for them all, where an
-/// async block per caller had its own copy of `abortable`.
-async fn permit_sleep(
+/// permit of `bucket_id`.
+fn permit_sleep<'a>(
     sleep: LocalBoxFuture<'static, ()>,
-    bucket_id: &str,
-    signal: Option<&AbortSignal>,
-) -> Result<()> {
-    abortable(signal, || permit_wait(bucket_id), async {
-        sleep.await;
-        Ok(())
-    })
-    .await
+    bucket_id: &'a str,
+    signal: Option<&'a AbortSignal>,
+) -> impl Future<Output = Result<()>> + 'a {
+    abortable_sleep(sleep, signal, "a permit of bucket", bucket_id)
 }
 
 /// A runtime read as a clock, for the local scheduler.

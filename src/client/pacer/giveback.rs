@@ -86,7 +86,7 @@ impl GatewayRateState {
         token: Option<String>,
         rules: &[PacingRule],
         lease_ids: Vec<String>,
-        returned: Vec<Millis>,
+        mut returned: Vec<Millis>,
     ) -> Option<Ticket> {
         if lease_ids.is_empty() && returned.is_empty() {
             return None;
@@ -108,7 +108,7 @@ impl GatewayRateState {
                 seq.set(seq.get() + 1);
                 pending.lease_ids.push((seq.get(), id));
             }
-            pending.returned.extend(returned);
+            pending.returned.append(&mut returned);
             (!std::mem::replace(&mut pending.flushing, true), seq.get())
         };
         if start {

@@ -10,6 +10,7 @@ use std::future::Future;
 use super::pacing::RateScope;
 use super::play::Governor;
 use crate::error::Result;
+use crate::protocol::strictest_rps;
 use crate::time::Millis;
 
 impl Governor {
@@ -91,13 +92,7 @@ impl Governor {
             .shared
             .rate_state
             .effective_rps(&scope.bucket_id)
-            .unwrap_or_else(|| {
-                pacing
-                    .rules
-                    .iter()
-                    .map(|r| r.requests_per_second())
-                    .fold(f64::INFINITY, f64::min)
-            });
+            .unwrap_or_else(|| strictest_rps(&pacing.rules));
         let typical_ms = self.shared.latency.typical_ms(tool_id);
         let seconds = typical_ms.unwrap_or(policy.pacing.typical_tool_call_ms) as f64 / 1_000.0;
         let in_flight = (rps * seconds).ceil().min(max as f64) as usize;

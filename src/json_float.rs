@@ -40,7 +40,9 @@ fn lay_out(out: &mut String, exponential: &str) {
     // 1234e-3 -> 0.001234
     if plain && negative {
         out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', power - 1));
+        for _ in 1..power {
+            out.push('0');
+        }
     }
     // The point after the whole digits (1234e1 -> 12.34), or after the
     // first one before an exponent (1234e30 -> 1.234e+33).
@@ -62,7 +64,9 @@ fn lay_out(out: &mut String, exponential: &str) {
         out.extend(power_digits.iter().map(|&b| char::from(b)));
     } else if !negative && written <= power + 1 {
         // Whole: 1234e7 -> 12340000000.0
-        out.extend(std::iter::repeat_n('0', power + 1 - written));
+        for _ in written..=power {
+            out.push('0');
+        }
         out.push_str(".0");
     }
 }

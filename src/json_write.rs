@@ -33,7 +33,9 @@ pub(crate) fn push_decimal(out: &mut String, n: u64) {
             break;
         }
     }
-    out.extend(digits[start..].iter().map(|&d| char::from(d)));
+    for &digit in &digits[start..] {
+        out.push(char::from(digit));
+    }
 }
 
 /// An object being written: `field` by field, then `end`.

@@ -226,22 +226,32 @@ impl GatewayBudgetState {
                 counters: CounterMap::new(),
             }));
         }
-        let answer = match self.reserve(turn, root_run_id, &plan.blocks).await? {
-            Err(e) if e.code == ErrorCode::BudgetExceeded && plan.blocks != plan.exact => {
-                // The block would cross the limit; the exact shortfall may
-                // not, and leaves nothing over.
-                for (key, units) in &mut plan.after {
-                    if plan
-                        .exact
-                        .iter()
-                        .any(|c| *key == units_key(root_run_id, &c.key))
-                    {
-                        *units = 0;
+        // One reservation awaited in one place (its future is then in this
+        // one's once): the blocks, then the exact shortfall if need be.
+        let mut exact = false;
+        let answer = loop {
+            let charges = if exact { &plan.exact } else { &plan.blocks };
+            match self.reserve(turn, root_run_id, charges).await? {
+                Err(e)
+                    if !exact
+                        && e.code == ErrorCode::BudgetExceeded
+                        && plan.blocks != plan.exact =>
+                {
+                    // The block would cross the limit; the exact shortfall
+                    // may not, and leaves nothing over.
+                    for (key, units) in &mut plan.after {
+                        if plan
+                            .exact
+                            .iter()
+                            .any(|c| *key == units_key(root_run_id, &c.key))
+                        {
+                            *units = 0;
+                        }
                     }
+                    exact = true;
                 }
-                self.reserve(turn, root_run_id, &plan.exact).await?
+                answer => break answer,
             }
-            answer => answer,
         };
         if answer.is_ok() {
             self.keep(plan.after);

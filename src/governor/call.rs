@@ -10,7 +10,7 @@ use super::retry_after::{retry_after_ms, DEFAULT_RETRY_AFTER_MS, MAX_RETRY_AFTER
 use crate::error::Error;
 use crate::protocol::BudgetKind;
 use crate::protocol::QuotaReport;
-use crate::rt::{abortable, AbortSignal};
+use crate::rt::{abortable_sleep, AbortSignal};
 use crate::time::Millis;
 
 /// What a provider answered.
@@ -170,11 +170,8 @@ impl Governor {
                 Err(_) => backoff_ms(attempt),
             };
             if wait_ms > 0 {
-                abortable(signal, || format!("a retry of tool {tool_id}"), async {
-                    self.shared.runtime.sleep(wait_ms).await;
-                    Ok(())
-                })
-                .await?;
+                let sleep = self.shared.runtime.sleep(wait_ms);
+                abortable_sleep(sleep, signal, "a retry of tool", tool_id).await?;
             }
             attempt += 1;
             lease = self.clear_call(tool_id, signal, BudgetKind::Retry).await?;

@@ -5,9 +5,12 @@
 //! isolate's own in-memory scheduler (the same AIMD) when it is local.
 //! Either way the governor only forwards, so a 429 is never halved twice.
 
+use std::future::Future;
+
 use super::pacing::RateScope;
 use super::play::Governor;
 use crate::error::Result;
+use crate::protocol::strictest_rps;
 use crate::time::Millis;
 
 impl Governor {
@@ -25,11 +28,14 @@ impl Governor {
         self.penalize(&scope, retry_after_ms).await
     }
 
-    pub(super) async fn penalize(&self, scope: &RateScope, cooldown_ms: Millis) -> Result<()> {
+    pub(super) fn penalize<'a>(
+        &'a self,
+        scope: &'a RateScope,
+        cooldown_ms: Millis,
+    ) -> impl Future<Output = Result<()>> + 'a {
         self.shared
             .rate_state
             .penalize(&scope.bucket_id, scope.token.as_deref(), cooldown_ms)
-            .await
     }
 
     /// A provider call went through, taking `latency_ms` if known; routed
@@ -86,13 +92,7 @@ impl Governor {
             .shared
             .rate_state
             .effective_rps(&scope.bucket_id)
-            .unwrap_or_else(|| {
-                pacing
-                    .rules
-                    .iter()
-                    .map(|r| r.requests_per_second())
-                    .fold(f64::INFINITY, f64::min)
-            });
+            .unwrap_or_else(|| strictest_rps(&pacing.rules));
         let typical_ms = self.shared.latency.typical_ms(tool_id);
         let seconds = typical_ms.unwrap_or(policy.pacing.typical_tool_call_ms) as f64 / 1_000.0;
         let in_flight = (rps * seconds).ceil().min(max as f64) as usize;

@@ -2,6 +2,7 @@
 //! the budget, each step undone if a later one fails or is aborted.
 
 use std::fmt;
+use std::future::Future;
 
 use super::pacing::RateScope;
 use super::play::Governor;
@@ -67,12 +68,12 @@ impl Governor {
     /// never runs spends none. A failure or abort at any step drops what the
     /// earlier steps took: the permit's concurrency lease goes back to the
     /// gateway and the slot to the next waiter.
-    pub async fn acquire_tool_slot(
-        &self,
-        tool_id: &str,
-        signal: Option<&AbortSignal>,
-    ) -> Result<ToolLease> {
-        self.clear_call(tool_id, signal, BudgetKind::ToolCall).await
+    pub fn acquire_tool_slot<'a>(
+        &'a self,
+        tool_id: &'a str,
+        signal: Option<&'a AbortSignal>,
+    ) -> impl Future<Output = Result<ToolLease>> + 'a {
+        self.clear_call(tool_id, signal, BudgetKind::ToolCall)
     }
 
     /// [`Governor::acquire_tool_slot`] charging `budget`: a retry of a call

@@ -3,6 +3,7 @@
 //! except their place in the lineage.
 
 use crate::sorted_map::SortedMap;
+use std::future::Future;
 use std::rc::Rc;
 
 use super::budget::RunBudgets;
@@ -153,8 +154,11 @@ impl Governor {
     }
 
     /// Waits for a map-row slot.
-    pub async fn acquire_row_slot(&self, signal: Option<&AbortSignal>) -> Result<SlotPermit> {
-        self.shared.row_slots.acquire(signal).await
+    pub fn acquire_row_slot<'a>(
+        &'a self,
+        signal: Option<&'a AbortSignal>,
+    ) -> impl Future<Output = Result<SlotPermit>> + 'a {
+        self.shared.row_slots.acquire(signal)
     }
 
     /// Rows to run at once: the play's request clamped to the policy's
@@ -169,14 +173,21 @@ impl Governor {
     /// The pacing a tool's calls obey, from the first of the host's
     /// built-in table, the tool's declaration and the policy's default
     /// pace; `None` for a tool declared unpaced.
-    pub async fn resolve_pacing(&self, tool_id: &str) -> Result<Option<ToolPacing>> {
-        self.shared.pacing.resolve(tool_id).await
+    pub fn resolve_pacing<'a>(
+        &'a self,
+        tool_id: &'a str,
+    ) -> impl Future<Output = Result<Option<ToolPacing>>> + 'a {
+        self.shared.pacing.resolve(tool_id)
     }
 
     /// Spends `amount` of a budget, or fails with `BUDGET_EXCEEDED` and
     /// spends nothing.
-    pub async fn charge_budget(&self, kind: BudgetKind, amount: u64) -> Result<()> {
-        self.shared.budgets.charge(kind, amount).await
+    pub fn charge_budget(
+        &self,
+        kind: BudgetKind,
+        amount: u64,
+    ) -> impl Future<Output = Result<()>> + '_ {
+        self.shared.budgets.charge(kind, amount)
     }
 
     /// Admits a child play run and returns the snapshot it starts from.

@@ -381,7 +381,7 @@ impl Decode for PolicyOverrides {
             None => None,
             Some(b) => {
                 let mut names = BudgetKind::ALL.map(BudgetKind::limit_name).to_vec();
-                names.extend([CHILD_PLAY_CALLS_NAME, DEPTH_NAME]);
+                names.extend_from_slice(&[CHILD_PLAY_CALLS_NAME, DEPTH_NAME]);
                 b.refuse_unknown(&names)?;
                 let mut max = BudgetCounts::default();
                 for kind in BudgetKind::ALL {

@@ -12,7 +12,7 @@
 // brings core's searcher for it into the wasm (0.6 KB).
 #![allow(clippy::manual_pattern_char_comparison)]
 
-use super::retry_after::imf_fixdate_ms;
+use super::retry_after::{imf_fixdate_ms, seconds_ms};
 use crate::protocol::{limits, QuotaReport};
 use crate::time::Millis;
 
@@ -218,27 +218,11 @@ fn count(value: &str) -> Option<u64> {
 /// so a reset is never read early), at most [`MAX_RESET_MS`].
 fn delay_seconds(value: &str) -> Option<Millis> {
     let v = value.trim();
-    let (whole, fraction) = v.split_once(|c| c == '.').unwrap_or((v, ""));
-    if whole.is_empty() || whole.len() > 12 {
+    // More than 12 whole digits is no delay (nor, at 1e12 s, a Unix time).
+    if v.bytes().take_while(|&b| b != b'.').count() > 12 {
         return None;
     }
-    let mut ms: Millis = 0;
-    for b in whole.bytes() {
-        ms = ms * 10 + u64::from(b.is_ascii_digit().then_some(b - b'0')?);
-    }
-    ms *= 1_000;
-    let (mut scale, mut beyond) = (100, false);
-    for b in fraction.bytes() {
-        let d = u64::from(b.is_ascii_digit().then_some(b - b'0')?);
-        if scale > 0 {
-            ms += d * scale;
-            scale /= 10;
-        } else {
-            beyond |= d > 0;
-        }
-    }
-    ms += u64::from(beyond);
-    (ms <= MAX_RESET_MS).then_some(ms)
+    seconds_ms(v).filter(|&ms| ms <= MAX_RESET_MS)
 }
 
 /// `X-RateLimit-Reset`: a delay in seconds, a Unix time in seconds, or an

@@ -34,8 +34,9 @@ fn parse(value: &str, now_ms: Millis) -> Option<Millis> {
 /// Delay seconds as milliseconds. RFC 9110 allows whole seconds only;
 /// fractions are common enough in the wild to honour, rounded up so the
 /// cooldown is never early. Parsed by hand: a float parser would add ~8 KB
-/// to the wasm for this one header.
-fn seconds_ms(value: &str) -> Option<Millis> {
+/// to the wasm for this one header. Quota headers' delays read through it
+/// too.
+pub(super) fn seconds_ms(value: &str) -> Option<Millis> {
     let (whole, fraction) = value.split_once(|c| c == '.').unwrap_or((value, ""));
     if whole.is_empty()
         || !whole

@@ -15,7 +15,7 @@ pub struct BudgetCharge {
 
 /// `POST /v1/budget/charge`. Retrying with the same `reservationId` returns
 /// the first answer and counts once.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChargeRequest {
     pub root_run_id: String,
     pub reservation_id: String,
@@ -32,9 +32,19 @@ pub struct ChargeRequest {
 
 impl Decode for ChargeRequest {
     fn from_value(value: &Value) -> Result<Self> {
+        let mut r = ChargeRequest::default();
+        r.read(value)?;
+        Ok(r)
+    }
+}
+
+impl ChargeRequest {
+    /// Reads the fields into `self`, as `AcquireResponse::read` does.
+    fn read(&mut self, value: &Value) -> Result<()> {
         let f = as_object(value, "")?;
         let items = f.array("charges", 1, limits::MAX_CHARGES)?;
-        let mut charges: Vec<BudgetCharge> = Vec::with_capacity(items.len());
+        let charges = &mut self.charges;
+        charges.reserve(items.len());
         for (i, item) in items.iter().enumerate() {
             let c = f.item("charges", i, item)?;
             let charge = BudgetCharge {
@@ -51,17 +61,15 @@ impl Decode for ChargeRequest {
             }
             charges.push(charge);
         }
-        Ok(ChargeRequest {
-            root_run_id: f.string("rootRunId", limits::MAX_ID_BYTES)?.to_owned(),
-            reservation_id: f
-                .string("reservationId", limits::MAX_RESERVATION_ID_BYTES)?
-                .to_owned(),
-            run_scope_token: f
-                .opt_string("runScopeToken", limits::MAX_TOKEN_BYTES)?
-                .map(|t| t.trim().to_owned()),
-            charges,
-            resent: f.opt_bool("resent")?.unwrap_or(false),
-        })
+        self.root_run_id = f.string("rootRunId", limits::MAX_ID_BYTES)?.to_owned();
+        self.reservation_id = f
+            .string("reservationId", limits::MAX_RESERVATION_ID_BYTES)?
+            .to_owned();
+        self.run_scope_token = f
+            .opt_string("runScopeToken", limits::MAX_TOKEN_BYTES)?
+            .map(|t| t.trim().to_owned());
+        self.resent = f.opt_bool("resent")?.unwrap_or(false);
+        Ok(())
     }
 }
 

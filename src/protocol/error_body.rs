@@ -4,14 +4,14 @@
 use crate::json_value::Value;
 
 use crate::error::{Detail, Error, ErrorCode, Result};
-use crate::json::{as_object, Decode};
+use crate::json::{as_object, Decode, Fields};
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ErrorBody {
     pub error: ErrorFields,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ErrorFields {
     pub code: &'static str,
     pub message: String,
@@ -74,23 +74,27 @@ impl Decode for ErrorBody {
         let error = value
             .get("error")
             .ok_or_else(|| Error::invalid("error is required and must be an object"))?;
-        let f = as_object(error, "error")?;
+        let mut body = ErrorBody::default();
+        body.error.read(&as_object(error, "error")?)?;
+        Ok(body)
+    }
+}
+
+impl ErrorFields {
+    /// Reads the fields into `self`, as `AcquireResponse::read` does.
+    fn read(&mut self, f: &Fields<'_>) -> Result<()> {
         let code_text = f.string("code", 64)?;
-        let code = ErrorCode::parse(code_text)
+        self.code = ErrorCode::parse(code_text)
             .map(ErrorCode::as_str)
             .unwrap_or(ErrorCode::GatewayUnavailable.as_str());
-        Ok(ErrorBody {
-            error: ErrorFields {
-                code,
-                message: f
-                    .opt_string("message", 4096)?
-                    .unwrap_or(code_text)
-                    .to_owned(),
-                key: f.opt_string("key", 512)?.map(str::to_owned),
-                observed: f.opt_integer("observed", 0, u64::MAX)?,
-                limit: f.opt_integer("limit", 0, u64::MAX)?,
-                cooldown_until_ms: f.opt_millis("cooldownUntilMs")?,
-            },
-        })
+        self.message = f
+            .opt_string("message", 4096)?
+            .unwrap_or(code_text)
+            .to_owned();
+        self.key = f.opt_string("key", 512)?.map(str::to_owned);
+        self.observed = f.opt_integer("observed", 0, u64::MAX)?;
+        self.limit = f.opt_integer("limit", 0, u64::MAX)?;
+        self.cooldown_until_ms = f.opt_millis("cooldownUntilMs")?;
+        Ok(())
     }
 }

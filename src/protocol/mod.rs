@@ -26,7 +26,7 @@ pub use rate::{
     ReleaseResponse, SlotKind, LEASE_CHAIN_MS,
 };
 pub(crate) use rule::rules_from;
-pub use rule::{has_concurrency, rules_signature, PacingRule};
+pub use rule::{has_concurrency, rules_signature, strictest_rps, PacingRule};
 
 use crate::error::{Error, Result};
 use crate::json::Decode;

@@ -150,7 +150,7 @@ pub const LEASE_CHAIN_MS: u64 = 3_000;
 
 /// The gateway's answer to an acquire. `granted == 0` is a refusal with the
 /// time to wait, not an error.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct AcquireResponse {
     pub granted: u64,
     pub wait_ms: u64,
@@ -207,13 +207,26 @@ pub struct AcquireResponse {
 
 impl Decode for AcquireResponse {
     fn from_value(value: &Value) -> Result<Self> {
+        let mut r = AcquireResponse::default();
+        r.read(value)?;
+        Ok(r)
+    }
+}
+
+impl AcquireResponse {
+    /// Reads the fields into `self`, in the order their errors are
+    /// reported. Into a value the caller owns, not into locals: a field's
+    /// error then returns at once, where with the lists read so far in
+    /// locals each field's `?` had its own copy of their drops.
+    fn read(&mut self, value: &Value) -> Result<()> {
         let f = as_object(value, "")?;
         let granted = f.integer("granted", 0, limits::MAX_REQUESTED)?;
-        let scheduled_at_ms = f
+        self.granted = granted;
+        self.scheduled_at_ms = f
             .opt_array("scheduledAtMs", limits::MAX_REQUESTED as usize)?
             .map(|items| millis_list(&f, "scheduledAtMs", items))
             .transpose()?;
-        if let Some(times) = &scheduled_at_ms {
+        if let Some(times) = &self.scheduled_at_ms {
             if times.len() as u64 != granted {
                 return Err(Error::invalid(format!(
                     "scheduledAtMs must hold one time per granted permit: granted {granted}, got {} times",
@@ -221,15 +234,15 @@ impl Decode for AcquireResponse {
                 )));
             }
         }
-        let lease_ids = f
+        self.lease_ids = f
             .opt_array("leaseIds", limits::MAX_REQUESTED as usize)?
             .map(|items| lease_id_list(&f, "leaseIds", items))
             .transpose()?;
-        let kept_lease_ids = f
+        self.kept_lease_ids = f
             .opt_array("keptLeaseIds", limits::MAX_RELEASE_BATCH)?
             .map(|items| lease_id_list(&f, "keptLeaseIds", items))
             .transpose()?;
-        if let Some(ids) = &lease_ids {
+        if let Some(ids) = &self.lease_ids {
             if !ids.is_empty() && ids.len() as u64 != granted {
                 return Err(Error::invalid(format!(
                     "leaseIds must hold one lease per granted permit: granted {granted}, got {} leases",
@@ -237,29 +250,21 @@ impl Decode for AcquireResponse {
                 )));
             }
         }
-        Ok(AcquireResponse {
-            granted,
-            wait_ms: f.millis("waitMs")?,
-            scheduled_at_ms,
-            lease_ids,
-            effective_requests_per_second: f
-                .opt_positive_number("effectiveRequestsPerSecond", f64::MAX)?,
-            cooldown_until_ms: f.opt_millis("cooldownUntilMs")?,
-            server_now_ms: f.opt_millis("serverNowMs")?,
-            dispatch_tolerance_ms: f.opt_integer(
-                "dispatchToleranceMs",
-                0,
-                limits::MAX_DISPATCH_TOLERANCE_MS,
-            )?,
-            kept_lease_ids,
-            lease_spacing_ms: f.opt_integer("leaseSpacingMs", 0, limits::MAX_WINDOW_MS)?,
-            lease_ttl_ms: f.opt_millis("leaseTtlMs")?,
-            slot_waiters: f.opt_bool("slotWaiters")?.unwrap_or(false),
-            slot_claim: f.opt_integer("slotClaim", 1, limits::MAX_TURN_TICKET)?,
-            slot_share: f.opt_integer("slotShare", 0, limits::MAX_RELEASE_BATCH as u64)?,
-            slot_keep: f.opt_integer("slotKeep", 0, limits::MAX_RELEASE_BATCH as u64)?,
-            turn_ticket: f.opt_integer("turnTicket", 1, limits::MAX_TURN_TICKET)?,
-        })
+        self.wait_ms = f.millis("waitMs")?;
+        self.effective_requests_per_second =
+            f.opt_positive_number("effectiveRequestsPerSecond", f64::MAX)?;
+        self.cooldown_until_ms = f.opt_millis("cooldownUntilMs")?;
+        self.server_now_ms = f.opt_millis("serverNowMs")?;
+        self.dispatch_tolerance_ms =
+            f.opt_integer("dispatchToleranceMs", 0, limits::MAX_DISPATCH_TOLERANCE_MS)?;
+        self.lease_spacing_ms = f.opt_integer("leaseSpacingMs", 0, limits::MAX_WINDOW_MS)?;
+        self.lease_ttl_ms = f.opt_millis("leaseTtlMs")?;
+        self.slot_waiters = f.opt_bool("slotWaiters")?.unwrap_or(false);
+        self.slot_claim = f.opt_integer("slotClaim", 1, limits::MAX_TURN_TICKET)?;
+        self.slot_share = f.opt_integer("slotShare", 0, limits::MAX_RELEASE_BATCH as u64)?;
+        self.slot_keep = f.opt_integer("slotKeep", 0, limits::MAX_RELEASE_BATCH as u64)?;
+        self.turn_ticket = f.opt_integer("turnTicket", 1, limits::MAX_TURN_TICKET)?;
+        Ok(())
     }
 }
 

@@ -110,6 +110,16 @@ pub fn rules_signature(rules: &[PacingRule]) -> String {
     signature
 }
 
+/// The rate the strictest of `rules` allows, in requests per second
+/// (infinite for none).
+pub fn strictest_rps(rules: &[PacingRule]) -> f64 {
+    let mut rps = f64::INFINITY;
+    for rule in rules {
+        rps = rps.min(rule.requests_per_second());
+    }
+    rps
+}
+
 /// Whether any rule bounds calls in flight, which makes every permit carry a
 /// lease that must be released.
 pub fn has_concurrency(rules: &[PacingRule]) -> bool {

@@ -157,6 +157,22 @@ pub async fn abortable<T>(
     .await
 }
 
+/// Waits out `sleep` unless `signal` aborts first; the error names the wait
+/// `{what} {name}`. Every timed wait goes through this one, where an async
+/// block per caller had its own copy of `abortable`.
+pub async fn abortable_sleep(
+    sleep: LocalBoxFuture<'static, ()>,
+    signal: Option<&AbortSignal>,
+    what: &str,
+    name: &str,
+) -> Result<(), Error> {
+    abortable(signal, || format!("{what} {name}"), async {
+        sleep.await;
+        Ok(())
+    })
+    .await
+}
+
 /// The signal of a wait, once it has aborted. Not generic: one copy for
 /// every kind of wait.
 #[inline(never)]

@@ -89,25 +89,28 @@ impl Slots {
     /// release that hands it over. An abort leaves the queue and returns
     /// `ABORTED`; a slot granted in the same instant goes on to the next
     /// waiter.
-    pub async fn acquire(&self, signal: Option<&AbortSignal>) -> Result<SlotPermit> {
-        self.acquire_with(Turn::Woken, signal).await
+    pub fn acquire<'a>(
+        &'a self,
+        signal: Option<&'a AbortSignal>,
+    ) -> impl Future<Output = Result<SlotPermit>> + 'a {
+        self.acquire_with(Turn::Woken, signal)
     }
 
     /// As [`Slots::acquire`], but the waiter looks for its slot every
     /// `every_ms` on `rt`'s timer and no release wakes it: for slots shared
     /// by requests.
-    pub async fn acquire_on_own_timer(
-        &self,
-        rt: &dyn Runtime,
+    pub fn acquire_on_own_timer<'a>(
+        &'a self,
+        rt: &'a dyn Runtime,
         every_ms: Millis,
-        signal: Option<&AbortSignal>,
-    ) -> Result<SlotPermit> {
+        signal: Option<&'a AbortSignal>,
+    ) -> impl Future<Output = Result<SlotPermit>> + 'a {
         let turn = Turn::OwnTimer {
             rt,
             every_ms,
             sleep: None,
         };
-        self.acquire_with(turn, signal).await
+        self.acquire_with(turn, signal)
     }
 
     async fn acquire_with(

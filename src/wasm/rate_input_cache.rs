@@ -102,7 +102,7 @@ impl InputCache {
             seen: remember(
                 &bucket.bucket_id,
                 bucket.rate_scope_token.clone(),
-                &encode(&read.rules.to_vec()),
+                &encode(&*read.rules),
             ),
             bucket: read.bucket.clone(),
             rules: read.rules.clone(),

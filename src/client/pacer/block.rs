@@ -48,8 +48,12 @@ pub(super) fn leases_and_times(
     let mut leases = Vec::new();
     let mut times = Vec::new();
     for slot in slots {
-        leases.extend(slot.lease);
-        times.extend(slot.at.filter(|&at| at > gateway_now));
+        if let Some(lease) = slot.lease {
+            leases.push(lease);
+        }
+        if let Some(at) = slot.at.filter(|&at| at > gateway_now) {
+            times.push(at);
+        }
     }
     (leases, times)
 }

@@ -2,7 +2,7 @@
 //! waiting now, its recent rate of draws, and whether its callers drained
 //! the last block.
 
-use crate::protocol::{limits, PacingRule};
+use crate::protocol::{limits, strictest_rps, PacingRule};
 use crate::time::Millis;
 
 /// A moving rate of draws (per second, decaying with a two-second time
@@ -70,14 +70,7 @@ pub(super) struct Demand {
 }
 
 pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Millis) -> u64 {
-    let configured = rules
-        .iter()
-        .map(PacingRule::requests_per_second)
-        .fold(f64::INFINITY, f64::min);
-    // The gateway spaces every permit evenly, so a block may span more than
-    // one rule window; only the horizon bounds it.
-    let horizon_budget =
-        ((configured * horizon_ms as f64 / 1_000.0) as u64 + 1).clamp(1, limits::MAX_REQUESTED);
+    let horizon_budget = horizon_budget(rules, horizon_ms);
     if let Some(max) = rules.iter().filter_map(|r| r.max_concurrency).min() {
         if demand.leased {
             return demand.waiters.max(1).min(max).min(horizon_budget);
@@ -95,10 +88,7 @@ pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Mill
 /// configured rate. The gateway spaces every permit evenly, so a block may
 /// span more than one rule window; only the horizon bounds it.
 pub(super) fn horizon_budget(rules: &[PacingRule], horizon_ms: Millis) -> u64 {
-    let configured = rules
-        .iter()
-        .map(PacingRule::requests_per_second)
-        .fold(f64::INFINITY, f64::min);
+    let configured = strictest_rps(rules);
     ((configured * horizon_ms as f64 / 1_000.0) as u64 + 1).clamp(1, limits::MAX_REQUESTED)
 }
 

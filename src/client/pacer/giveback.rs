@@ -86,7 +86,7 @@ impl GatewayRateState {
         token: Option<String>,
         rules: &[PacingRule],
         lease_ids: Vec<String>,
-        returned: Vec<Millis>,
+        mut returned: Vec<Millis>,
     ) -> Option<Ticket> {
         if lease_ids.is_empty() && returned.is_empty() {
             return None;
@@ -108,7 +108,7 @@ impl GatewayRateState {
                 seq.set(seq.get() + 1);
                 pending.lease_ids.push((seq.get(), id));
             }
-            pending.returned.extend(returned);
+            pending.returned.append(&mut returned);
             (!std::mem::replace(&mut pending.flushing, true), seq.get())
         };
         if start {
@@ -177,17 +177,14 @@ impl GatewayRateState {
         lease_ids: Vec<String>,
     ) -> LocalBoxFuture<'static, ()> {
         match self.queue(bucket_id, token, rules, lease_ids, Vec::new()) {
-            Some(ticket) => {
-                let this = self.clone();
-                Box::pin(async move { this.settled(ticket).await })
-            }
+            Some(ticket) => Box::pin(self.clone().settled(ticket)),
             None => Box::pin(std::future::ready(())),
         }
     }
 
     /// Settles once the batch holding `ticket` has had its gateway call.
     /// It looks on its own timer: the flush may run in another request.
-    pub(super) async fn settled(&self, (key, place): Ticket) {
+    pub(super) async fn settled(self, (key, place): Ticket) {
         loop {
             let done = self
                 .inner
@@ -219,8 +216,14 @@ impl GatewayRateState {
                 }
                 let leases = pending.lease_ids.len().min(limits::MAX_RELEASE_BATCH);
                 let times = pending.returned.len().min(limits::MAX_REQUESTED as usize);
-                let (places, lease_ids): (Vec<u64>, Vec<String>) =
-                    pending.lease_ids.drain(..leases).unzip();
+                let last_place = leases
+                    .checked_sub(1)
+                    .and_then(|last| pending.lease_ids.get(last))
+                    .map(|&(place, _)| place);
+                let mut lease_ids = Vec::with_capacity(leases);
+                for (_, id) in take_front(&mut pending.lease_ids, leases) {
+                    lease_ids.push(id);
+                }
                 let request = ReleaseRequest {
                     bucket_id: pending.bucket_id.clone(),
                     rate_scope_token: pending.token.clone(),
@@ -229,7 +232,7 @@ impl GatewayRateState {
                     scheduler_schema: self.inner.options.scheduler_schema.clone(),
                     returned_at_ms: take_front(&mut pending.returned, times),
                 };
-                (request, places.last().copied())
+                (request, last_place)
             };
             let (request, last_place) = request;
             let outcome =

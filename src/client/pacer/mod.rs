@@ -36,6 +36,7 @@ mod refill;
 mod surplus;
 
 use std::cell::{Cell, RefCell, RefMut};
+use std::future::Future;
 use std::rc::Rc;
 
 use super::permit::Permit;
@@ -44,7 +45,7 @@ use crate::by_name::ByName;
 use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{has_concurrency, limits, rules_signature, PacingRule};
-use crate::rt::{abortable, AbortSignal, Runtime};
+use crate::rt::{abortable_sleep, AbortSignal, LocalBoxFuture, Runtime};
 use crate::time::Millis;
 use bucket_state::BucketState;
 use clock::ClockSync;
@@ -234,11 +235,7 @@ impl GatewayRateState {
                 if wait > 0 {
                     let sleep = self.inner.rt.sleep(wait);
                     // On abort `permit` drops here, releasing its lease.
-                    abortable(req.signal, || permit_wait(req.bucket_id), async {
-                        sleep.await;
-                        Ok(())
-                    })
-                    .await?;
+                    permit_sleep(sleep, req.bucket_id, req.signal).await?;
                 }
                 if self.inner.rt.now_ms() <= deadline && !self.unsent(&target.bucket_id, due) {
                     return Ok(permit);
@@ -392,6 +389,16 @@ impl GatewayRateState {
 /// What a permit wait names when it is aborted.
 fn permit_wait(bucket_id: &str) -> String {
     format!("a permit of bucket {bucket_id}")
+}
+
+/// Waits out `sleep` unless `signal` aborts first: every timed wait for a
+/// permit of `bucket_id`.
+fn permit_sleep<'a>(
+    sleep: LocalBoxFuture<'static, ()>,
+    bucket_id: &'a str,
+    signal: Option<&'a AbortSignal>,
+) -> impl Future<Output = Result<()>> + 'a {
+    abortable_sleep(sleep, signal, "a permit of bucket", bucket_id)
 }
 
 /// A runtime read as a clock, for the local scheduler.

@@ -16,7 +16,7 @@ use super::refill::Target;
 use super::{GatewayRateState, REFILL_POLL_MS};
 use crate::client::permit::Permit;
 use crate::error::Result;
-use crate::rt::{abortable, AbortSignal};
+use crate::rt::AbortSignal;
 use crate::time::Millis;
 
 impl GatewayRateState {
@@ -60,11 +60,7 @@ impl GatewayRateState {
                 false => deadline.min(now + REFILL_POLL_MS),
             };
             let sleep = rt.sleep(wake.saturating_sub(now).max(1));
-            abortable(signal, || super::permit_wait(bucket_id), async {
-                sleep.await;
-                Ok(())
-            })
-            .await?;
+            super::permit_sleep(sleep, bucket_id, signal).await?;
         }
     }
 

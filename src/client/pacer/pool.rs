@@ -16,7 +16,7 @@ use super::{GatewayRateState, REFILL_POLL_MS};
 use crate::error::Result;
 use crate::protocol::LEASE_CHAIN_MS;
 use crate::queue::take_front;
-use crate::rt::{abortable, AbortSignal, LocalBoxFuture};
+use crate::rt::{AbortSignal, LocalBoxFuture};
 use crate::time::Millis;
 
 /// A kept lease is renewed this often (on an acquire that carries it), so
@@ -62,11 +62,7 @@ impl GatewayRateState {
         let (lease, start) = taken.flatten()?;
         if start > now {
             let sleep = self.inner.rt.sleep(start - now);
-            let waited = abortable(signal, || super::permit_wait(bucket_id), async {
-                sleep.await;
-                Ok(())
-            })
-            .await;
+            let waited = super::permit_sleep(sleep, bucket_id, signal).await;
             if let Err(e) = waited {
                 self.untake(bucket_id, &lease, None);
                 return Some(Err(e));
@@ -267,11 +263,7 @@ impl GatewayRateState {
     ) -> Result<()> {
         self.state(bucket_id, |s| s.waiters += 1);
         let sleep = self.inner.rt.sleep(REFILL_POLL_MS);
-        let waited = abortable(signal, || super::permit_wait(bucket_id), async {
-            sleep.await;
-            Ok(())
-        })
-        .await;
+        let waited = super::permit_sleep(sleep, bucket_id, signal).await;
         let waiters = self.state(bucket_id, |s| {
             s.waiters -= 1;
             s.waiters

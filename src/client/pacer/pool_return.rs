@@ -65,21 +65,7 @@ impl GatewayRateState {
             }
         });
         let settled = self.settled_kept(bucket_id, ids.clone());
-        let sent = ids.clone();
-        drop(self.release_from(
-            bucket_id,
-            token,
-            rules,
-            ids,
-            ready,
-            move |this, bucket_id| {
-                this.pool(bucket_id, |p| {
-                    for id in &sent {
-                        p.returning.remove(id);
-                    }
-                });
-            },
-        ));
+        drop(self.release_from(bucket_id, token, rules, ids, ready, true));
         settled
     }
 
@@ -156,13 +142,14 @@ impl GatewayRateState {
         lease_id: String,
         ready: Millis,
     ) -> LocalBoxFuture<'static, ()> {
-        self.release_from(bucket_id, token, rules, vec![lease_id], ready, |_, _| {})
+        self.release_from(bucket_id, token, rules, vec![lease_id], ready, false)
     }
 
     /// Releases `ids` once `ready` has passed: queued at once if it has, so
     /// an acquire this isolate sends next carries them. The work runs on its
     /// own, so nothing is lost if the returned future is dropped; it
-    /// settles once the gateway has them, after `then` has run.
+    /// settles once the gateway has them, and they are then off the pool's
+    /// `returning` list if they were on it (`returning`).
     fn release_from(
         &self,
         bucket_id: &str,
@@ -170,8 +157,12 @@ impl GatewayRateState {
         rules: Vec<PacingRule>,
         ids: Vec<String>,
         ready: Millis,
-        then: impl FnOnce(&GatewayRateState, &str) + 'static,
+        returning: bool,
     ) -> LocalBoxFuture<'static, ()> {
+        let returned = match returning {
+            true => ids.clone(),
+            false => Vec::new(),
+        };
         let now = self.inner.rt.now_ms();
         let ticket = (ready <= now)
             .then(|| self.queue(bucket_id, token.clone(), &rules, ids.clone(), Vec::new()));
@@ -188,9 +179,15 @@ impl GatewayRateState {
                 }
             };
             if let Some(ticket) = ticket {
-                this.settled(ticket).await;
+                this.clone().settled(ticket).await;
             }
-            then(&this, &bucket_id);
+            if !returned.is_empty() {
+                this.pool(&bucket_id, |p| {
+                    for id in &returned {
+                        p.returning.remove(id);
+                    }
+                });
+            }
             done.notify();
         }));
         Box::pin(settled)

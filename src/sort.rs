@@ -43,7 +43,10 @@ pub(crate) fn sort_by_time<T>(v: &mut [T], key: impl Fn(&T) -> Millis) {
     if v.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
         return;
     }
-    let mut order: Vec<(Millis, usize)> = v.iter().map(key).zip(0..).collect();
+    let mut order = Vec::with_capacity(v.len());
+    for (i, item) in v.iter().enumerate() {
+        order.push((key(item), i));
+    }
     heap_sort_by(&mut order, |a, b| a < b);
     // Position `i` takes the element now at `order[i].1`: follow each cycle
     // of that permutation once, marking the positions it filled.

@@ -100,7 +100,7 @@ impl GovernanceSnapshot {
             root_run_id: root_run_id.to_owned(),
             current_run_id: root_run_id.to_owned(),
             current_play_id: play_id.map(str::to_owned),
-            ancestry_play_ids: play_id.map(str::to_owned).into_iter().collect(),
+            ancestry_play_ids: play_id.map_or_else(Vec::new, |p| vec![p.to_owned()]),
             depth: 0,
             counts: BudgetCounts::default(),
             parent_child_calls: CounterMap::new(),

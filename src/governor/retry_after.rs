@@ -38,12 +38,8 @@ fn parse(value: &str, now_ms: Millis) -> Option<Millis> {
 /// too.
 pub(super) fn seconds_ms(value: &str) -> Option<Millis> {
     let (whole, fraction) = value.split_once(|c| c == '.').unwrap_or((value, ""));
-    if whole.is_empty()
-        || !whole
-            .bytes()
-            .chain(fraction.bytes())
-            .all(|b| b.is_ascii_digit())
-    {
+    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(fraction) {
         return None;
     }
     // Digits only, so only an overflow fails: folded rather than through

@@ -192,11 +192,22 @@ impl LeasePool {
     /// taken, so those this isolate does not need stay idle and go back.
     pub fn take(&mut self, now: Millis, lapsed: &mut Vec<String>) -> Option<KeptLease> {
         self.drop_lapsed(now, lapsed);
-        let pick = match self.paced() {
-            true => (0..self.idle.len()).max_by_key(|&i| self.idle[i].idle_since),
-            false => (0..self.idle.len()).min_by_key(|&i| self.idle[i].next_at),
-        }?;
-        Some(self.idle.swap_remove(pick))
+        // Paced: the last of the most recently idle (as `max_by_key`
+        // picks); streamed: the first of the earliest to start (as
+        // `min_by_key` does). A loop, not those adapters' code per key.
+        let paced = self.paced();
+        let mut pick: Option<(usize, &KeptLease)> = None;
+        for (i, lease) in self.idle.iter().enumerate() {
+            let better = pick.is_none_or(|(_, p)| match paced {
+                true => lease.idle_since >= p.idle_since,
+                false => lease.next_at < p.next_at,
+            });
+            if better {
+                pick = Some((i, lease));
+            }
+        }
+        let (at, _) = pick?;
+        Some(self.idle.swap_remove(at))
     }
 
     /// Moves to `lapsed` the idle leases no call may start on any more:

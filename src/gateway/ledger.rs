@@ -20,7 +20,7 @@
 //! a message saying so, never counted again. A run with fewer reservations
 //! than the bound in that time forgets none a client may still send.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use super::map_hash::KeyedMap;
 
@@ -83,7 +83,7 @@ pub(crate) struct Ledger {
     pub counters: BTreeMap<String, u64>,
     pub reservations: KeyedMap<Reservation>,
     /// Reservation ids, oldest first, for forgetting beyond the bound.
-    pub order: VecDeque<String>,
+    pub order: Vec<String>,
     /// When this run last forgot a reservation to stay within the bound
     /// ([`FORGOT_AT_UNKNOWN`] until its next charge, for a run restored
     /// from a record that kept no times).
@@ -176,12 +176,11 @@ impl Ledger {
 
     fn remember(&mut self, id: String, reservation: Reservation, now: Micros) {
         if self.order.len() >= REMEMBERED_RESERVATIONS {
-            if let Some(oldest) = self.order.pop_front() {
-                self.reservations.remove(&oldest);
-                self.forgot_at = Some(self.forgot_at.map_or(now, |at| at.max(now)));
-            }
+            let oldest = self.order.remove(0);
+            self.reservations.remove(&oldest);
+            self.forgot_at = Some(self.forgot_at.map_or(now, |at| at.max(now)));
         }
-        self.order.push_back(id.clone());
+        self.order.push(id.clone());
         self.reservations.insert(id, reservation);
     }
 }

@@ -11,8 +11,6 @@
 //! once it has heard a report (a bucket whose provider never reports pays
 //! nothing for this).
 
-use std::collections::VecDeque;
-
 use super::timeline::Micros;
 
 /// Grant times kept for reports to be counted against. Past it the oldest
@@ -39,7 +37,7 @@ pub(crate) struct QuotaWindow {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct Quota {
     /// `None` until the first report: granted times, oldest first.
-    pub log: Option<VecDeque<Micros>>,
+    pub log: Option<Vec<Micros>>,
     /// The log holds every grant from this time on.
     pub complete_from: Micros,
     pub window: Option<QuotaWindow>,
@@ -50,10 +48,10 @@ impl Quota {
     pub fn take(&mut self, at: Micros) {
         if let Some(log) = &mut self.log {
             while log.len() >= MAX_LOGGED_GRANTS {
-                let dropped = log.pop_front().unwrap_or(0);
+                let dropped = log.remove(0);
                 self.complete_from = self.complete_from.max(dropped.saturating_add(1));
             }
-            log.push_back(at);
+            log.push(at);
         }
         if let Some(w) = &mut self.window {
             if at < w.reset_at {
@@ -78,8 +76,9 @@ impl Quota {
         }
         if let Some(log) = &mut self.log {
             let horizon = now.saturating_sub(MAX_REPORT_AGE_US);
-            while log.front().is_some_and(|&t| t < horizon) {
-                log.pop_front();
+            let stale = log.iter().take_while(|&&t| t < horizon).count();
+            if stale > 0 {
+                log.drain(..stale);
                 self.complete_from = self.complete_from.max(horizon);
             }
         }
@@ -97,7 +96,7 @@ impl Quota {
         let Some(log) = &self.log else {
             // The first report: from now on grants are logged, so the next
             // one can be counted.
-            self.log = Some(VecDeque::new());
+            self.log = Some(Vec::new());
             self.complete_from = now;
             return;
         };

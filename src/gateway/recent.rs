@@ -8,8 +8,6 @@
 //! sparse and recent, and coarse totals elsewhere. A merged entry counts in
 //! full for any window that holds its time, so a count is never low.
 
-use std::collections::VecDeque;
-
 use super::timeline::{micros, Micros};
 use crate::protocol::limits::MAX_WINDOW_MS;
 
@@ -18,7 +16,7 @@ pub(crate) const MAX_ENTRIES: usize = 64;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct RecentPermits {
     /// `(latest permit of a grant, permits in it)`, oldest first.
-    pub entries: VecDeque<(Micros, u64)>,
+    pub entries: Vec<(Micros, u64)>,
 }
 
 impl RecentPermits {
@@ -26,18 +24,16 @@ impl RecentPermits {
     pub fn record(&mut self, last: Micros, n: u64) {
         let last = self
             .entries
-            .back()
+            .last()
             .map_or(last, |&(prev, _)| last.max(prev));
-        self.entries.push_back((last, n));
+        self.entries.push((last, n));
         let horizon = last.saturating_sub(micros(MAX_WINDOW_MS) * 2);
-        while self.entries.front().is_some_and(|&(at, _)| at < horizon) {
-            self.entries.pop_front();
-        }
+        self.entries.retain(|&(at, _)| at >= horizon);
         if self.entries.len() > MAX_ENTRIES {
             let closest = (1..self.entries.len())
                 .min_by_key(|&i| self.entries[i].0 - self.entries[i - 1].0)
                 .expect("more than one entry");
-            let (_, older) = self.entries.remove(closest - 1).expect("in range");
+            let (_, older) = self.entries.remove(closest - 1);
             self.entries[closest - 1].1 = self.entries[closest - 1].1.saturating_add(older);
         }
     }

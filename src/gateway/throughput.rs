@@ -9,8 +9,6 @@
 //! reading errs high: a cut to it is never deeper than what was accepted.
 //! The memory is bounded by slots, not permits, whatever the rate.
 
-use std::collections::VecDeque;
-
 use super::timeline::Micros;
 
 /// The width of a slot.
@@ -44,12 +42,12 @@ const LATE_ARRIVAL_US: Micros = 100_000;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Throughput {
     /// `(slot start, permits granted with a time in it)`, by slot.
-    pub granted: VecDeque<(Micros, u32)>,
+    pub granted: Vec<(Micros, u32)>,
     /// `(slot start, 429s reported in it)`, by slot.
-    pub refused: VecDeque<(Micros, u32)>,
+    pub refused: Vec<(Micros, u32)>,
 }
 
-fn add(slots: &mut VecDeque<(Micros, u32)>, at: Micros) {
+fn add(slots: &mut Vec<(Micros, u32)>, at: Micros) {
     let slot = at - at % SLOT_US;
     let i = slots.partition_point(|&(s, _)| s < slot);
     match slots.get_mut(i) {
@@ -57,12 +55,12 @@ fn add(slots: &mut VecDeque<(Micros, u32)>, at: Micros) {
         _ => slots.insert(i, (slot, 1)),
     }
     if slots.len() > MAX_SLOTS {
-        slots.pop_back();
+        slots.pop();
     }
 }
 
 /// The count in the slots that start within `[from, to)`.
-fn sum(slots: &VecDeque<(Micros, u32)>, from: Micros, to: Micros) -> u64 {
+fn sum(slots: &[(Micros, u32)], from: Micros, to: Micros) -> u64 {
     slots
         .iter()
         .filter(|&&(s, _)| s >= from && s < to)
@@ -85,9 +83,7 @@ impl Throughput {
     fn forget_before(&mut self, now: Micros) {
         let keep_from = now.saturating_sub(KEEP_US);
         for slots in [&mut self.granted, &mut self.refused] {
-            while slots.front().is_some_and(|&(s, _)| s < keep_from) {
-                slots.pop_front();
-            }
+            slots.retain(|&(s, _)| s >= keep_from);
         }
     }
 

@@ -14,8 +14,6 @@
 //! sees its own ticket learns where the line stands but cannot show the
 //! next client's and take its turn (with tickets counted 1, 2, 3 it could).
 
-use std::collections::VecDeque;
-
 use super::lease_id::LeaseIds;
 use super::timeline::Micros;
 use crate::protocol::limits::MAX_TURN_TICKET;
@@ -46,7 +44,7 @@ pub(crate) struct Booking {
 pub(crate) struct TurnTickets {
     pub last: u64,
     /// In ticket order.
-    pub booked: VecDeque<Booking>,
+    pub booked: Vec<Booking>,
 }
 
 impl TurnTickets {
@@ -71,11 +69,11 @@ impl TurnTickets {
             return t;
         }
         if self.booked.len() == MAX_TICKETS {
-            self.booked.pop_front();
+            self.booked.remove(0);
         }
         let ticket = self.next_ticket(ids);
         self.last = ticket;
-        self.booked.push_back(booking(ticket));
+        self.booked.push(booking(ticket));
         ticket
     }
 

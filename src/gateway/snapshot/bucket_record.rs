@@ -158,11 +158,11 @@ pub(super) fn read_bucket(r: &mut Reader, guard_ms: u64, version: u8) -> Result<
             bucket.concurrency.named.push((r.positive()?, r.uint()?));
         }
         for _ in 0..r.len()? {
-            bucket.recent.entries.push_back((r.uint()?, r.uint()?));
+            bucket.recent.entries.push((r.uint()?, r.uint()?));
         }
     } else if let Some(last) = bucket.last_at {
         // Version 1 kept no count of recent permits: assume the most.
-        bucket.recent.entries.push_back((last, u64::MAX));
+        bucket.recent.entries.push((last, u64::MAX));
     }
     // Before version 3 no counts were kept for a cut to read: the next
     // cuts go by their factors until the counts fill again.

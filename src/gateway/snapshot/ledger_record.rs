@@ -4,7 +4,7 @@
 //! read into that form. Version 6 adds when the run last forgot a
 //! reservation; for an older record it is worked out by [`forgot_before_v6`].
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use crate::gateway::map_hash::KeyedMap;
 
@@ -55,7 +55,7 @@ pub(super) fn read_ledger(r: &mut Reader, version: u8) -> Result<Ledger> {
     let mut ledger = Ledger {
         counters: BTreeMap::new(),
         reservations: KeyedMap::default(),
-        order: VecDeque::new(),
+        order: Vec::new(),
         forgot_at: None,
     };
     for _ in 0..r.len()? {
@@ -68,7 +68,7 @@ pub(super) fn read_ledger(r: &mut Reader, version: u8) -> Result<Ledger> {
         } else {
             read_reservation(r)?
         };
-        ledger.order.push_back(id.clone());
+        ledger.order.push(id.clone());
         ledger.reservations.insert(id, reservation);
     }
     if version >= 6 {

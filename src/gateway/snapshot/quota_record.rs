@@ -1,8 +1,6 @@
 //! A bucket's quota record in a snapshot: the log of grants a provider's
 //! stated allowance is checked against, and the window it stated.
 
-use std::collections::VecDeque;
-
 use super::codec::{Reader, Writer};
 use crate::error::Result;
 use crate::gateway::quota::{Quota, QuotaWindow};
@@ -44,9 +42,9 @@ pub(super) fn read_quota(r: &mut Reader) -> Result<Quota> {
 }
 
 /// The time the log is complete from, and the grant times after it.
-fn read_log(r: &mut Reader) -> Result<(u64, VecDeque<u64>)> {
+fn read_log(r: &mut Reader) -> Result<(u64, Vec<u64>)> {
     let complete_from = r.uint()?;
-    let mut log = VecDeque::new();
+    let mut log = Vec::new();
     let mut prev = complete_from;
     for _ in 0..r.len()? {
         let below = r.byte()? != 0;
@@ -56,7 +54,7 @@ fn read_log(r: &mut Reader) -> Result<(u64, VecDeque<u64>)> {
         } else {
             prev.saturating_add(d)
         };
-        log.push_back(prev);
+        log.push(prev);
     }
     Ok((complete_from, log))
 }

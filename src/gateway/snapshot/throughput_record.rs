@@ -1,8 +1,6 @@
 //! The counts an adaptive cut reads, in a snapshot: per time slot, the
 //! permits granted and the 429s reported.
 
-use std::collections::VecDeque;
-
 use super::codec::{Reader, Writer};
 use crate::error::Result;
 use crate::gateway::throughput::Throughput;
@@ -24,12 +22,12 @@ pub(super) fn read_throughput(r: &mut Reader) -> Result<Throughput> {
     })
 }
 
-fn read_slots(r: &mut Reader) -> Result<VecDeque<(u64, u32)>> {
-    let mut slots = VecDeque::new();
+fn read_slots(r: &mut Reader) -> Result<Vec<(u64, u32)>> {
+    let mut slots = Vec::new();
     for _ in 0..r.len()? {
         let slot = r.uint()?;
         let n = r.small()?;
-        slots.push_back((slot, n));
+        slots.push((slot, n));
     }
     Ok(slots)
 }

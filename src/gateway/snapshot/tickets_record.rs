@@ -4,8 +4,6 @@
 //! slots held for booked clients to whoever asks first, and number its
 //! tickets from 1 again.
 
-use std::collections::VecDeque;
-
 use super::codec::{Reader, Writer};
 use crate::error::{Error, Result};
 use crate::gateway::concurrency::MAX_LIVE_LEASES;
@@ -42,7 +40,7 @@ pub(super) fn read_tickets(r: &mut Reader) -> Result<TurnTickets> {
     if count > MAX_TICKETS as u64 {
         return refuse(r, "more bookings than a bucket keeps");
     }
-    let mut booked = VecDeque::with_capacity(count as usize);
+    let mut booked = Vec::with_capacity(count as usize);
     let mut ticket: u64 = 0;
     for _ in 0..count {
         let step = r.uint()?;
@@ -55,7 +53,7 @@ pub(super) fn read_tickets(r: &mut Reader) -> Result<TurnTickets> {
         if slots == 0 || slots > MAX_LIVE_LEASES {
             return refuse(r, "a booking of no slots or more than a bucket has");
         }
-        booked.push_back(Booking {
+        booked.push(Booking {
             ticket,
             turn,
             slots,

@@ -20,8 +20,6 @@
 //! a message saying so, never counted again. A run with fewer reservations
 //! than the bound in that time forgets none a client may still send.
 
-use std::collections::BTreeMap;
-
 use super::map_hash::KeyedMap;
 
 use sha2::{Digest, Sha256};
@@ -30,6 +28,7 @@ use super::timeline::{micros, Micros};
 use crate::error::{Error, Result};
 use crate::protocol::limits::RESENT_REACH_MS;
 use crate::protocol::{BudgetCharge, ChargeRequest, ChargeResponse, CounterMap};
+use crate::sorted_map::SortedMap;
 
 /// How many reservation ids a run remembers for idempotent retries; older
 /// ones are forgotten first. Clients reserve in blocks (256 tool calls at a
@@ -80,7 +79,7 @@ pub(crate) struct Reservation {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Ledger {
-    pub counters: BTreeMap<String, u64>,
+    pub counters: SortedMap<u64>,
     pub reservations: KeyedMap<Reservation>,
     /// Reservation ids, oldest first, for forgetting beyond the bound.
     pub order: Vec<String>,
@@ -162,7 +161,7 @@ impl Ledger {
             charges
                 .iter()
                 .map(|c| {
-                    let counter = self.counters.entry(c.key.clone()).or_insert(0);
+                    let counter = self.counters.get_or_insert_with(&c.key, || 0);
                     *counter += c.amount;
                     *counter
                 })

@@ -4,8 +4,6 @@
 //! read into that form. Version 6 adds when the run last forgot a
 //! reservation; for an older record it is worked out by [`forgot_before_v6`].
 
-use std::collections::BTreeMap;
-
 use crate::gateway::map_hash::KeyedMap;
 
 use super::codec::{Reader, Writer};
@@ -16,6 +14,7 @@ use crate::gateway::ledger::{
 };
 use crate::gateway::timeline::Micros;
 use crate::protocol::BudgetCharge;
+use crate::sorted_map::SortedMap;
 
 pub(super) fn write_ledger(w: &mut Writer, l: &Ledger) {
     w.uint(l.counters.len() as u64);
@@ -53,7 +52,7 @@ pub(super) fn write_ledger(w: &mut Writer, l: &Ledger) {
 
 pub(super) fn read_ledger(r: &mut Reader, version: u8) -> Result<Ledger> {
     let mut ledger = Ledger {
-        counters: BTreeMap::new(),
+        counters: SortedMap::new(),
         reservations: KeyedMap::default(),
         order: Vec::new(),
         forgot_at: None,
@@ -123,7 +122,7 @@ fn read_reservation_v1(r: &mut Reader) -> Result<Reservation> {
     };
     let outcome = match r.byte()? {
         0 => {
-            let mut after = BTreeMap::new();
+            let mut after = SortedMap::new();
             for _ in 0..r.len()? {
                 after.insert(r.str()?, r.uint()?);
             }

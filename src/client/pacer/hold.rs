@@ -44,10 +44,10 @@ impl HoldTime {
     /// A permit that finds no slot free dies, so the count follows the
     /// longest recent calls, not the usual ones.
     pub fn paced_slots(&self, rules: &[PacingRule]) -> u64 {
-        let gap = rules
-            .iter()
-            .map(|r| r.window_ms as f64 / r.requests_per_window.max(1) as f64)
-            .fold(0.0, f64::max);
+        let mut gap: f64 = 0.0;
+        for r in rules {
+            gap = gap.max(r.window_ms as f64 / r.requests_per_window.max(1) as f64);
+        }
         match gap > 0.0 {
             true => ((self.peak_ms / gap).ceil() as u64).max(1),
             false => 1,

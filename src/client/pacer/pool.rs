@@ -324,11 +324,11 @@ impl GatewayRateState {
                             .take_while(|l| l.idle_since + keep <= now)
                             .count();
                         let spare = take_front(&mut p.idle, stale);
-                        let next = p
-                            .idle
-                            .iter()
-                            .map(|l| l.start_by.min(l.idle_since + keep))
-                            .min();
+                        let mut next = None;
+                        for l in &p.idle {
+                            let at = l.start_by.min(l.idle_since + keep);
+                            next = Some(next.map_or(at, |next: Millis| next.min(at)));
+                        }
                         p.watching = next.is_some();
                         (spare, next)
                     });

@@ -358,10 +358,15 @@ impl GatewayRateState {
         let now = self.inner.rt.now_ms();
         self.state(bucket_id, |s| {
             s.pool.as_ref().is_some_and(|p| {
-                let undecided = !p.paced()
-                    && p.in_call
-                        .values()
-                        .any(|c| s.hold.undecided(now.saturating_sub(c.since), p.spacing_ms));
+                let mut undecided = false;
+                if !p.paced() {
+                    for c in p.in_call.values() {
+                        if s.hold.undecided(now.saturating_sub(c.since), p.spacing_ms) {
+                            undecided = true;
+                            break;
+                        }
+                    }
+                }
                 p.coming() > 0
                     && (!p.idle.is_empty()
                         || p.holds_its_share()

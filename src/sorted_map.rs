@@ -96,6 +96,16 @@ impl<V> SortedMap<V> {
         self.0.iter().map(|(k, _)| k)
     }
 
+    /// The first key (in key order) that is not one of `known`.
+    pub fn key_outside(&self, known: &[&str]) -> Option<&String> {
+        for (key, _) in &self.0 {
+            if !known.contains(&key.as_str()) {
+                return Some(key);
+            }
+        }
+        None
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {
         self.0.iter().map(|(k, v)| (k, v))
     }

@@ -96,12 +96,12 @@ impl Governor {
         let typical_ms = self.shared.latency.typical_ms(tool_id);
         let seconds = typical_ms.unwrap_or(policy.pacing.typical_tool_call_ms) as f64 / 1_000.0;
         let in_flight = (rps * seconds).ceil().min(max as f64) as usize;
-        let cap = pacing
-            .rules
-            .iter()
-            .filter_map(|r| r.max_concurrency)
-            .map(|c| usize::try_from(c).unwrap_or(usize::MAX))
-            .fold(max, usize::min);
+        let mut cap = max;
+        for r in &pacing.rules {
+            if let Some(c) = r.max_concurrency {
+                cap = cap.min(usize::try_from(c).unwrap_or(usize::MAX));
+            }
+        }
         Ok(in_flight.min(cap).max(1))
     }
 }

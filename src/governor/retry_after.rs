@@ -125,7 +125,9 @@ fn days_since_epoch(year: u64, month: u64, day: u64) -> u64 {
     let leap_days_before = |y: u64| (y - 1) / 4 - (y - 1) / 100 + (y - 1) / 400;
     let years = year - 1970;
     let mut days = years * 365 + leap_days_before(year) - leap_days_before(1970);
-    days += (1..month).map(|m| days_in_month(year, m)).sum::<u64>();
+    for m in 1..month {
+        days += days_in_month(year, m);
+    }
     days + day - 1
 }
 

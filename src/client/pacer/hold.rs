@@ -95,10 +95,12 @@ impl HoldTime {
 /// rules of `window / floor(limit / M)` (the gateway adds its window guard).
 fn slot_spacing_ms(rules: &[PacingRule]) -> Option<f64> {
     let slots = rules.iter().filter_map(|r| r.max_concurrency).min()?.max(1);
-    rules
-        .iter()
-        .map(|r| r.window_ms as f64 / (r.requests_per_window / slots).max(1) as f64)
-        .reduce(f64::max)
+    let mut widest = None;
+    for r in rules {
+        let spacing = r.window_ms as f64 / (r.requests_per_window / slots).max(1) as f64;
+        widest = Some(widest.map_or(spacing, |w: f64| w.max(spacing)));
+    }
+    widest
 }
 
 #[cfg(test)]

@@ -96,7 +96,10 @@ impl<V> SortedMap<V> {
         self.0.iter().map(|(k, _)| k)
     }
 
-    /// The first key (in key order) that is not one of `known`.
+    /// The first key (in key order) that is not one of `known`. A loop,
+    /// not `keys().find(..)`, whose adapter would be a copy of its own in
+    /// the wasm.
+    #[allow(clippy::manual_find)]
     pub fn key_outside(&self, known: &[&str]) -> Option<&String> {
         for (key, _) in &self.0 {
             if !known.contains(&key.as_str()) {

@@ -1,7 +1,7 @@
 //! The run's budgets: checked here against the policy, then charged through
 //! the budget state, which is the authority when many isolates share a run.
 
-use std::cell::RefCell;
+use crate::cell::RefCell;
 use std::rc::Rc;
 
 use super::policy::BudgetPolicy;

@@ -2,7 +2,7 @@
 //! timer, and cancellation. The bindings implement these with `Date.now()`,
 //! `setTimeout` and `AbortSignal`; the simulation with a virtual clock.
 
-use std::cell::RefCell;
+use crate::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;

@@ -11,7 +11,9 @@
 //! may already have answered, and hang. Such a waiter looks for its slot on
 //! its own timer instead.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
+
+use crate::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;

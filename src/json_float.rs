@@ -61,7 +61,7 @@ fn lay_out(out: &mut String, exponential: &str) {
         crate::json_write::push_decimal(out, power as u64);
     } else if !negative && written <= power + 1 {
         // Whole: 1234e7 -> 12340000000.0
-        for _ in written..=power {
+        for _ in written..power + 1 {
             out.push('0');
         }
         out.push_str(".0");

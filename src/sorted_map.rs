@@ -47,12 +47,13 @@ impl<V> SortedMap<V> {
     }
 
     pub fn get(&self, key: &str) -> Option<&V> {
-        self.find(key).ok().map(|at| &self.0[at].1)
+        let at = self.find(key).ok()?;
+        self.0.get(at).map(|(_, value)| value)
     }
 
     pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
         let at = self.find(key).ok()?;
-        Some(&mut self.0[at].1)
+        self.0.get_mut(at).map(|(_, value)| value)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {

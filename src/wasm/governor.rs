@@ -165,7 +165,9 @@ impl JsGovernor {
         let g = self.inner.clone();
         promise(async move {
             let (name, run) = fork_input(&input)?;
-            to_js(&g.fork_child(&name, &run).await?)
+            // Governor::fork_child's steps, without its future round them.
+            let child = g.fork_inline_child(&name, &run).await?;
+            to_js(&child.snapshot())
         })
     }
 

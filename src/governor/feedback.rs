@@ -24,11 +24,17 @@ impl Governor {
         tool_id: Option<&str>,
         retry_after_ms: Millis,
     ) -> Result<()> {
-        let scope = self.shared.pacing.feedback_scope(provider, tool_id);
+        let scope = self.feedback_scope(provider, tool_id);
         self.penalize(&scope, retry_after_ms).await
     }
 
-    pub(super) fn penalize<'a>(
+    /// The bucket feedback about `provider` goes to: the one `tool_id` last
+    /// drew from, else the org's bucket of the provider.
+    pub fn feedback_scope(&self, provider: &str, tool_id: Option<&str>) -> RateScope {
+        self.shared.pacing.feedback_scope(provider, tool_id)
+    }
+
+    pub(crate) fn penalize<'a>(
         &'a self,
         scope: &'a RateScope,
         cooldown_ms: Millis,

@@ -222,8 +222,10 @@ impl JsGovernor {
         };
         let g = self.inner.clone();
         promise(async move {
-            g.report_provider_backpressure(&provider, tool.as_deref(), cooldown)
-                .await?;
+            // Governor::report_provider_backpressure's two steps, without
+            // its future round the pacer's.
+            let scope = g.feedback_scope(&provider, tool.as_deref());
+            g.penalize(&scope, cooldown).await?;
             Ok(JsValue::UNDEFINED)
         })
     }

@@ -20,7 +20,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use super::{abortable, AbortSignal, LocalBoxFuture, Runtime};
+use super::{abortable_ok, AbortSignal, LocalBoxFuture, Runtime};
 use crate::error::Result;
 use crate::time::Millis;
 
@@ -120,15 +120,12 @@ impl Slots {
         turn: Turn<'_>,
         signal: Option<&AbortSignal>,
     ) -> Result<SlotPermit> {
-        abortable(signal, || self.pool.kind.to_owned(), async {
-            Ok(Acquire {
-                pool: &self.pool,
-                waiter: None,
-                turn,
-            }
-            .await)
-        })
-        .await
+        let acquire = Acquire {
+            pool: &self.pool,
+            waiter: None,
+            turn,
+        };
+        abortable_ok(signal, || self.pool.kind.to_owned(), acquire).await
     }
 
     pub fn capacity(&self) -> usize {

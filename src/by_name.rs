@@ -37,12 +37,12 @@ impl<T> ByName<T> {
 
     pub fn get(&self, name: &str) -> Option<&T> {
         let i = *self.place.get(name)?;
-        Some(&self.entries[i as usize].1)
+        self.entries.get(i as usize).map(|(_, value)| value)
     }
 
     pub fn get_mut(&mut self, name: &str) -> Option<&mut T> {
         let i = *self.place.get(name)?;
-        Some(&mut self.entries[i as usize].1)
+        self.entries.get_mut(i as usize).map(|(_, value)| value)
     }
 
     /// Sets the value of `name`, returning the one it replaces.

@@ -345,7 +345,7 @@ impl<'a> Fields<'a> {
     /// Refuses any field not in `known`: for options where a misspelt name
     /// would otherwise silently not apply.
     pub fn refuse_unknown(&self, known: &[&str]) -> Result<()> {
-        match self.map.keys().find(|k| !known.contains(&k.as_str())) {
+        match self.map.key_outside(known) {
             Some(unknown) => Err(Error::invalid(format!(
                 "{} is not a known field; known here: {}",
                 self.name(unknown),

@@ -64,7 +64,7 @@ fn lay_out(out: &mut String, exponential: &str) {
         out.extend(power_digits.iter().map(|&b| char::from(b)));
     } else if !negative && written <= power + 1 {
         // Whole: 1234e7 -> 12340000000.0
-        for _ in written..=power {
+        for _ in written..power + 1 {
             out.push('0');
         }
         out.push_str(".0");

@@ -6,6 +6,7 @@
 //! only for `wasm32` and the only place that touches JS.
 
 mod by_name;
+mod cell;
 pub mod client;
 pub mod error;
 pub mod gateway;

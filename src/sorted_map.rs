@@ -47,12 +47,13 @@ impl<V> SortedMap<V> {
     }
 
     pub fn get(&self, key: &str) -> Option<&V> {
-        self.find(key).ok().map(|at| &self.0[at].1)
+        let at = self.find(key).ok()?;
+        self.0.get(at).map(|(_, value)| value)
     }
 
     pub fn get_mut(&mut self, key: &str) -> Option<&mut V> {
         let at = self.find(key).ok()?;
-        Some(&mut self.0[at].1)
+        self.0.get_mut(at).map(|(_, value)| value)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -94,6 +95,19 @@ impl<V> SortedMap<V> {
 
     pub fn keys(&self) -> impl Iterator<Item = &String> {
         self.0.iter().map(|(k, _)| k)
+    }
+
+    /// The first key (in key order) that is not one of `known`. A loop,
+    /// not `keys().find(..)`, whose adapter would be a copy of its own in
+    /// the wasm.
+    #[allow(clippy::manual_find)]
+    pub fn key_outside(&self, known: &[&str]) -> Option<&String> {
+        for (key, _) in &self.0 {
+            if !known.contains(&key.as_str()) {
+                return Some(key);
+            }
+        }
+        None
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&String, &V)> {

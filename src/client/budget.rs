@@ -4,7 +4,9 @@
 //! units, not per unit.
 
 use crate::sorted_map::SortedMap;
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
+
+use crate::cell::RefCell;
 use std::rc::Rc;
 
 use super::budget_turn::{Turn, Turns};

@@ -12,7 +12,7 @@
 //! [`CHARGE_TURN_TIMEOUT_MS`] passes to the next waiter, and the charge
 //! that held it, should it ever wake, finds it no longer does.
 
-use std::cell::RefCell;
+use crate::cell::RefCell;
 use std::rc::Rc;
 
 use crate::rt::Runtime;

@@ -24,11 +24,17 @@ impl Governor {
         tool_id: Option<&str>,
         retry_after_ms: Millis,
     ) -> Result<()> {
-        let scope = self.shared.pacing.feedback_scope(provider, tool_id);
+        let scope = self.feedback_scope(provider, tool_id);
         self.penalize(&scope, retry_after_ms).await
     }
 
-    pub(super) fn penalize<'a>(
+    /// The bucket feedback about `provider` goes to: the one `tool_id` last
+    /// drew from, else the org's bucket of the provider.
+    pub fn feedback_scope(&self, provider: &str, tool_id: Option<&str>) -> RateScope {
+        self.shared.pacing.feedback_scope(provider, tool_id)
+    }
+
+    pub(crate) fn penalize<'a>(
         &'a self,
         scope: &'a RateScope,
         cooldown_ms: Millis,
@@ -96,12 +102,12 @@ impl Governor {
         let typical_ms = self.shared.latency.typical_ms(tool_id);
         let seconds = typical_ms.unwrap_or(policy.pacing.typical_tool_call_ms) as f64 / 1_000.0;
         let in_flight = (rps * seconds).ceil().min(max as f64) as usize;
-        let cap = pacing
-            .rules
-            .iter()
-            .filter_map(|r| r.max_concurrency)
-            .map(|c| usize::try_from(c).unwrap_or(usize::MAX))
-            .fold(max, usize::min);
+        let mut cap = max;
+        for r in &pacing.rules {
+            if let Some(c) = r.max_concurrency {
+                cap = cap.min(usize::try_from(c).unwrap_or(usize::MAX));
+            }
+        }
         Ok(in_flight.min(cap).max(1))
     }
 }

@@ -2,8 +2,8 @@
 //! what its calls were seen to take, else the host's hint for it, else the
 //! policy's typical call.
 
+use crate::cell::RefCell;
 use crate::sorted_map::SortedMap;
-use std::cell::RefCell;
 
 use crate::json_value::Value;
 

@@ -83,8 +83,8 @@ impl Encode for GovernanceSnapshot {
             .opt("currentPlayId", &self.current_play_id)
             .field("ancestryPlayIds", &self.ancestry_play_ids)
             .field("depth", &self.depth);
-        for (kind, count) in self.counts.iter() {
-            object.field(kind.count_name(), count);
+        for kind in BudgetKind::ALL {
+            object.field(kind.count_name(), &self.counts[kind]);
         }
         object
             .field("parentChildCalls", &self.parent_child_calls)

@@ -9,7 +9,7 @@
 //! carry its own limit), else `<orgId>:<provider>`.
 
 use crate::by_name::ByName;
-use std::cell::RefCell;
+use crate::cell::RefCell;
 
 use crate::json_value::Value;
 use serde::ser::{Serialize, SerializeMap, Serializer};

@@ -245,19 +245,18 @@ impl ExecutionPolicy {
         let b = &self.budgets;
         // The gateway refuses a charge whose limit is past MAX_BUDGET, so a
         // larger limit would fail every charge instead of allowing more.
-        let per_kind = b.max.iter().map(|(kind, n)| (kind.limit_name(), *n));
-        for (name, value) in per_kind.chain([
-            (CHILD_PLAY_CALLS_NAME, b.max_child_play_calls_per_parent),
-            (DEPTH_NAME, b.max_depth),
-        ]) {
-            if value > limits::MAX_BUDGET {
-                return Err(Error::invalid(format!(
-                    "policy.budgets.{name} must be at most {}, got {value}",
-                    limits::MAX_BUDGET
-                )));
-            }
+        let within = |name: &str, value: u64| match value > limits::MAX_BUDGET {
+            true => Err(Error::invalid(format!(
+                "policy.budgets.{name} must be at most {}, got {value}",
+                limits::MAX_BUDGET
+            ))),
+            false => Ok(()),
+        };
+        for kind in BudgetKind::ALL {
+            within(kind.limit_name(), b.max[kind])?;
         }
-        Ok(())
+        within(CHILD_PLAY_CALLS_NAME, b.max_child_play_calls_per_parent)?;
+        within(DEPTH_NAME, b.max_depth)
     }
 
     /// The default pace as a rule. A whole number per second is a one-second

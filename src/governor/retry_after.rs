@@ -38,16 +38,18 @@ fn parse(value: &str, now_ms: Millis) -> Option<Millis> {
 /// too.
 pub(super) fn seconds_ms(value: &str) -> Option<Millis> {
     let (whole, fraction) = value.split_once(|c| c == '.').unwrap_or((value, ""));
-    let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    let digits = |s: &str| s.as_bytes().iter().all(u8::is_ascii_digit);
     if whole.is_empty() || !digits(whole) || !digits(fraction) {
         return None;
     }
-    // Digits only, so only an overflow fails: folded rather than through
-    // `str::parse`, whose integer reader is a function of its own in the
-    // wasm.
-    let whole = whole.bytes().try_fold(0 as Millis, |n, b| {
-        n.checked_mul(10)?.checked_add(Millis::from(b - b'0'))
-    })?;
+    // Digits only, so only an overflow fails: read in a loop rather than
+    // through `str::parse`, whose integer reader is a function of its own
+    // in the wasm (or `try_fold`, whose adapter is one too).
+    let mut n: Millis = 0;
+    for b in whole.bytes() {
+        n = n.checked_mul(10)?.checked_add(Millis::from(b - b'0'))?;
+    }
+    let whole = n;
     let mut ms: Millis = 0;
     for (i, digit) in fraction.bytes().enumerate() {
         let d = Millis::from(digit - b'0');
@@ -125,7 +127,9 @@ fn days_since_epoch(year: u64, month: u64, day: u64) -> u64 {
     let leap_days_before = |y: u64| (y - 1) / 4 - (y - 1) / 100 + (y - 1) / 400;
     let years = year - 1970;
     let mut days = years * 365 + leap_days_before(year) - leap_days_before(1970);
-    days += (1..month).map(|m| days_in_month(year, m)).sum::<u64>();
+    for m in 1..month {
+        days += days_in_month(year, m);
+    }
     days + day - 1
 }
 

@@ -1,6 +1,6 @@
 //! A broadcast wake-up for waiters that re-check a condition.
 
-use std::cell::RefCell;
+use crate::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;

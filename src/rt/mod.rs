@@ -7,5 +7,5 @@ mod runtime;
 mod slots;
 
 pub(crate) use event::Event;
-pub use runtime::{abortable, abortable_sleep, AbortSignal, LocalBoxFuture, Runtime};
+pub use runtime::{abortable, abortable_ok, abortable_sleep, AbortSignal, LocalBoxFuture, Runtime};
 pub use slots::{SlotPermit, Slots};

@@ -2,7 +2,7 @@
 //! timer, and cancellation. The bindings implement these with `Date.now()`,
 //! `setTimeout` and `AbortSignal`; the simulation with a virtual clock.
 
-use std::cell::RefCell;
+use crate::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -160,15 +160,42 @@ pub async fn abortable<T>(
 /// Waits out `sleep` unless `signal` aborts first; the error names the wait
 /// `{what} {name}`. Every timed wait goes through this one, where an async
 /// block per caller had its own copy of `abortable`.
+///
+/// `abortable`'s steps with the sleep polled in place, not wrapped in an
+/// async block that turns its `()` into `Ok(())` (a state machine fewer).
 pub async fn abortable_sleep(
-    sleep: LocalBoxFuture<'static, ()>,
+    mut sleep: LocalBoxFuture<'static, ()>,
     signal: Option<&AbortSignal>,
     what: &str,
     name: &str,
 ) -> Result<(), Error> {
-    abortable(signal, || format!("{what} {name}"), async {
-        sleep.await;
-        Ok(())
+    let mut abort = signal.map(AbortSignal::aborted);
+    std::future::poll_fn(|cx| {
+        if let Some(signal) = poll_abort(&mut abort, cx) {
+            return Poll::Ready(Err(signal.error(&format!("{what} {name}"))));
+        }
+        sleep.as_mut().poll(cx).map(Ok)
+    })
+    .await
+}
+
+/// [`abortable`] for work that cannot fail: its output as `Ok`, the work
+/// polled in place rather than in an async block that wraps its output (a
+/// state machine fewer per caller).
+pub async fn abortable_ok<T>(
+    signal: Option<&AbortSignal>,
+    waiting_for: impl FnOnce() -> String,
+    work: impl Future<Output = T>,
+) -> Result<T, Error> {
+    let mut work = std::pin::pin!(work);
+    let mut abort = signal.map(AbortSignal::aborted);
+    let mut waiting_for = Some(waiting_for);
+    std::future::poll_fn(|cx| {
+        if let Some(signal) = poll_abort(&mut abort, cx) {
+            let what = waiting_for.take().map_or_else(String::new, |f| f());
+            return Poll::Ready(Err(signal.error(&what)));
+        }
+        work.as_mut().poll(cx).map(Ok)
     })
     .await
 }

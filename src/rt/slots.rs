@@ -11,14 +11,16 @@
 //! may already have answered, and hang. Such a waiter looks for its slot on
 //! its own timer instead.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
+
+use crate::cell::RefCell;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use super::{abortable, AbortSignal, LocalBoxFuture, Runtime};
+use super::{abortable_ok, AbortSignal, LocalBoxFuture, Runtime};
 use crate::error::Result;
 use crate::time::Millis;
 
@@ -118,15 +120,12 @@ impl Slots {
         turn: Turn<'_>,
         signal: Option<&AbortSignal>,
     ) -> Result<SlotPermit> {
-        abortable(signal, || self.pool.kind.to_owned(), async {
-            Ok(Acquire {
-                pool: &self.pool,
-                waiter: None,
-                turn,
-            }
-            .await)
-        })
-        .await
+        let acquire = Acquire {
+            pool: &self.pool,
+            waiter: None,
+            turn,
+        };
+        abortable_ok(signal, || self.pool.kind.to_owned(), acquire).await
     }
 
     pub fn capacity(&self) -> usize {

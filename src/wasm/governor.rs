@@ -165,7 +165,9 @@ impl JsGovernor {
         let g = self.inner.clone();
         promise(async move {
             let (name, run) = fork_input(&input)?;
-            to_js(&g.fork_child(&name, &run).await?)
+            // Governor::fork_child's steps, without its future round them.
+            let child = g.fork_inline_child(&name, &run).await?;
+            to_js(&child.snapshot())
         })
     }
 
@@ -220,8 +222,10 @@ impl JsGovernor {
         };
         let g = self.inner.clone();
         promise(async move {
-            g.report_provider_backpressure(&provider, tool.as_deref(), cooldown)
-                .await?;
+            // Governor::report_provider_backpressure's two steps, without
+            // its future round the pacer's.
+            let scope = g.feedback_scope(&provider, tool.as_deref());
+            g.penalize(&scope, cooldown).await?;
             Ok(JsValue::UNDEFINED)
         })
     }

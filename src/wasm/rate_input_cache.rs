@@ -6,7 +6,7 @@
 //! permit). Anything that does not match, or a read that throws, goes to
 //! the full reader, which names what is wrong.
 
-use std::cell::RefCell;
+use crate::cell::RefCell;
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;

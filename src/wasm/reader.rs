@@ -302,9 +302,7 @@ impl ObjectArg {
         // compatible; a caller's own rules do not: a misspelt
         // `maxConcurency` would silently drop the concurrency bound.
         for (i, rule) in list.as_array().into_iter().flatten().enumerate() {
-            let unknown = rule
-                .as_object()
-                .and_then(|r| r.keys().find(|k| !RULE_FIELDS.contains(&k.as_str())));
+            let unknown = rule.as_object().and_then(|r| r.key_outside(&RULE_FIELDS));
             if let Some(field) = unknown {
                 let name = format!("{}[{i}].{field}", self.name(key));
                 return Err(unknown_field(&name, &RULE_FIELDS));

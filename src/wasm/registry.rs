@@ -9,7 +9,7 @@
 //! `free()`, or the collector, drops it; a governor built from the state
 //! keeps its own reference.
 
-use std::cell::RefCell;
+use crate::cell::RefCell;
 use std::rc::Rc;
 
 use js_sys::{Object, WeakMap};

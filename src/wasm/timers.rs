@@ -8,7 +8,9 @@
 //! would send its provider call on behalf of a request that may already
 //! have answered, so each sleep keeps a timer of its own.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
+
+use crate::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};

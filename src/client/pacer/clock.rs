@@ -58,11 +58,14 @@ impl ClockSync {
         }
         let midpoint = (sent + received) as i64 / 2;
         self.samples.push((server_now as i64 - midpoint, rtt));
-        self.offset_ms = self
-            .samples
-            .iter()
-            .min_by_key(|(_, rtt)| *rtt)
-            .map_or(0, |&(offset, rtt)| offset_beyond_error(offset, rtt));
+        // The first sample of the shortest round trip.
+        let mut best: Option<&(i64, Millis)> = None;
+        for sample in &self.samples {
+            if best.is_none_or(|b| sample.1 < b.1) {
+                best = Some(sample);
+            }
+        }
+        self.offset_ms = best.map_or(0, |&(offset, rtt)| offset_beyond_error(offset, rtt));
     }
 
     /// Our clock's reading when the gateway's reads `server_ms`.

@@ -95,7 +95,11 @@ impl GatewayRateState {
                 // for a slot per caller missing one, and a caller polling
                 // here is no waiter).
                 let next = self.pool(bucket_id, |p| {
-                    let next_start = p.idle.iter().map(|l| l.next_at.max(p.cooldown_until)).min();
+                    let mut next_start = None;
+                    for l in &p.idle {
+                        let at = l.next_at.max(p.cooldown_until);
+                        next_start = Some(next_start.map_or(at, |next: Millis| next.min(at)));
+                    }
                     if p.idle.is_empty() {
                         p.missed = p.missed.max(1);
                     }

@@ -44,10 +44,10 @@ impl HoldTime {
     /// A permit that finds no slot free dies, so the count follows the
     /// longest recent calls, not the usual ones.
     pub fn paced_slots(&self, rules: &[PacingRule]) -> u64 {
-        let gap = rules
-            .iter()
-            .map(|r| r.window_ms as f64 / r.requests_per_window.max(1) as f64)
-            .fold(0.0, f64::max);
+        let mut gap: f64 = 0.0;
+        for r in rules {
+            gap = gap.max(r.window_ms as f64 / r.requests_per_window.max(1) as f64);
+        }
         match gap > 0.0 {
             true => ((self.peak_ms / gap).ceil() as u64).max(1),
             false => 1,
@@ -95,10 +95,12 @@ impl HoldTime {
 /// rules of `window / floor(limit / M)` (the gateway adds its window guard).
 fn slot_spacing_ms(rules: &[PacingRule]) -> Option<f64> {
     let slots = rules.iter().filter_map(|r| r.max_concurrency).min()?.max(1);
-    rules
-        .iter()
-        .map(|r| r.window_ms as f64 / (r.requests_per_window / slots).max(1) as f64)
-        .reduce(f64::max)
+    let mut widest = None;
+    for r in rules {
+        let spacing = r.window_ms as f64 / (r.requests_per_window / slots).max(1) as f64;
+        widest = Some(widest.map_or(spacing, |w: f64| w.max(spacing)));
+    }
+    widest
 }
 
 #[cfg(test)]

@@ -153,12 +153,13 @@ impl LeasePool {
             // A pool that replaced the one it queued in.
             None => self.queue.push(Place { ticket, seen: now }),
         }
-        let ahead = self
-            .queue
-            .iter()
-            .take_while(|p| p.ticket != ticket)
-            .filter(|p| p.seen + PLACE_ASLEEP_MS >= now)
-            .count();
+        let mut ahead = 0;
+        for p in self.queue.iter() {
+            if p.ticket == ticket {
+                break;
+            }
+            ahead += (p.seen + PLACE_ASLEEP_MS >= now) as usize;
+        }
         ahead < self.idle.len()
     }
 
@@ -183,7 +184,11 @@ impl LeasePool {
 
     /// Leases that will be free for a caller here, now or when a call ends.
     pub fn coming(&self) -> usize {
-        self.idle.len() + self.in_call.values().filter(|c| c.keep).count()
+        let mut coming = self.idle.len();
+        for call in self.in_call.values() {
+            coming += call.keep as usize;
+        }
+        coming
     }
 
     /// The idle lease whose next call may start soonest, if any may start
@@ -238,8 +243,10 @@ impl LeasePool {
         for lease in &self.idle {
             note(lease);
         }
-        for call in self.in_call.values().filter(|c| c.keep) {
-            note(&call.lease);
+        for call in self.in_call.values() {
+            if call.keep {
+                note(&call.lease);
+            }
         }
         by
     }

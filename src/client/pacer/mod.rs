@@ -35,7 +35,9 @@ mod quota;
 mod refill;
 mod surplus;
 
-use std::cell::{Cell, RefCell, RefMut};
+use std::cell::{Cell, RefMut};
+
+use crate::cell::RefCell;
 use std::future::Future;
 use std::rc::Rc;
 

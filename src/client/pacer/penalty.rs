@@ -87,14 +87,12 @@ impl GatewayRateState {
             if let (Some(rps), Some(previous)) = (cut_to, previous) {
                 if rps < previous {
                     let spacing = (1_000.0 / rps) as Millis;
-                    let rules_rps = block
-                        .rules
-                        .iter()
-                        .map(|r| {
-                            let rps = r.requests_per_second();
-                            r.adaptive_max_rps.map_or(rps, |max| rps.min(max))
-                        })
-                        .fold(f64::INFINITY, f64::min);
+                    let mut rules_rps = f64::INFINITY;
+                    for r in &block.rules {
+                        let rps = r.requests_per_second();
+                        rules_rps =
+                            rules_rps.min(r.adaptive_max_rps.map_or(rps, |max| rps.min(max)));
+                    }
                     let kept_until = (rps >= SHALLOW_CUT * previous
                         && previous < NEAR_RULES * rules_rps)
                         .then(|| s.clock.to_gateway(now).saturating_add(SHALLOW_CUT_KEEPS_MS));

@@ -324,11 +324,11 @@ impl GatewayRateState {
                             .take_while(|l| l.idle_since + keep <= now)
                             .count();
                         let spare = take_front(&mut p.idle, stale);
-                        let next = p
-                            .idle
-                            .iter()
-                            .map(|l| l.start_by.min(l.idle_since + keep))
-                            .min();
+                        let mut next = None;
+                        for l in &p.idle {
+                            let at = l.start_by.min(l.idle_since + keep);
+                            next = Some(next.map_or(at, |next: Millis| next.min(at)));
+                        }
                         p.watching = next.is_some();
                         (spare, next)
                     });
@@ -358,10 +358,15 @@ impl GatewayRateState {
         let now = self.inner.rt.now_ms();
         self.state(bucket_id, |s| {
             s.pool.as_ref().is_some_and(|p| {
-                let undecided = !p.paced()
-                    && p.in_call
-                        .values()
-                        .any(|c| s.hold.undecided(now.saturating_sub(c.since), p.spacing_ms));
+                let mut undecided = false;
+                if !p.paced() {
+                    for c in p.in_call.values() {
+                        if s.hold.undecided(now.saturating_sub(c.since), p.spacing_ms) {
+                            undecided = true;
+                            break;
+                        }
+                    }
+                }
                 p.coming() > 0
                     && (!p.idle.is_empty()
                         || p.holds_its_share()

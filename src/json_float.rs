@@ -61,7 +61,9 @@ fn lay_out(out: &mut String, exponential: &str) {
     }
     if !plain {
         out.push_str(if negative { "e-" } else { "e+" });
-        out.extend(power_digits.iter().map(|&b| char::from(b)));
+        for &digit in power_digits {
+            out.push(char::from(digit));
+        }
     } else if !negative && written <= power + 1 {
         // Whole: 1234e7 -> 12340000000.0
         for _ in written..power + 1 {

@@ -181,7 +181,10 @@ pub async fn abortable_sleep(
 
 /// [`abortable`] for work that cannot fail: its output as `Ok`, the work
 /// polled in place rather than in an async block that wraps its output (a
-/// state machine fewer per caller).
+/// state machine fewer per caller). The two keep their own poll loops:
+/// `abortable` written as this one plus a flattening made every caller's
+/// copy larger (0.4 KB gzip in the client module), and a shared step
+/// function 48 B.
 pub async fn abortable_ok<T>(
     signal: Option<&AbortSignal>,
     waiting_for: impl FnOnce() -> String,

@@ -4,7 +4,7 @@
 // 429 feedback and retries). The rate state lives at module scope, so all
 // runs in this isolate share its cached block of permits: one gateway round
 // trip per block, not per call.
-import { GatewayRateState, createGovernor, fetchPort } from "paceline";
+import { GatewayRateState, createGovernor, fetchPort } from "paceline/client";
 
 const ORG = "org_demo";
 const PROVIDER = "provider";

@@ -63,7 +63,10 @@ function addGlue(outDir) {
 const packageReadme = join(root, "js/package-readme.md");
 
 // The Node dev gateway ships in the package: the repository's server with
-// its one import of the built package pointed at the package's Node entry.
+// its one import of the built package pointed at the gateway module's Node
+// entry (see [[target.module]] "gateway" in wasm-pack.toml), which holds
+// all it calls.
+const GATEWAY_MODULE = "paceline_gateway";
 const nodeGatewaySource = join(root, "js/gateway/node-server.mjs");
 const NODE_GATEWAY = "node-gateway.mjs";
 
@@ -73,12 +76,12 @@ function addNodeGateway(outDir) {
   if (!repoImport.test(source)) {
     throw new Error(`build: ${nodeGatewaySource} no longer imports the package as this build expects`);
   }
-  const shipped = source.replace(repoImport, `import * as paceline from "./${OUT_NAME}_node.js";`);
+  const shipped = source.replace(repoImport, `import * as paceline from "./${GATEWAY_MODULE}_node.js";`);
   writeFileSync(join(outDir, NODE_GATEWAY), shipped.startsWith("#!") ? shipped : `#!/usr/bin/env node\n${shipped}`);
   writeFileSync(
     join(outDir, NODE_GATEWAY.replace(/\.mjs$/, ".d.mts")),
     [
-      `import type { GatewayCore, GatewayCoreOptions } from "./${OUT_NAME}.js";`,
+      `import type { GatewayCore, GatewayCoreOptions } from "./${GATEWAY_MODULE}.js";`,
       "/** A gateway in this process on loopback, in memory (a restart starts empty): for development and tests. */",
       "export function startDevGateway(options?: {",
       "  /** 0 picks a free port. */",

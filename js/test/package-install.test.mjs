@@ -91,14 +91,19 @@ describe("the packed package, installed in an empty directory", () => {
     assert.equal(errors, "", errors);
   });
 
-  test("the typings, paceline/client's and paceline/limiter's too, compile under lib es2022 with skipLibCheck false", () => {
+  test("the typings, paceline/client's, paceline/limiter's and paceline/gateway's too, compile under lib es2022 with skipLibCheck false", () => {
     writeFileSync(
       join(app, "use.ts"),
       `import { createLimiter, isPacelineError, type PacelineError } from "paceline";
 import { startDevGateway } from "paceline/node-gateway";
 import { GatewayRateState, createLimiter as createClientLimiter, fetchPort, type Permit } from "paceline/client";
 import { type GatewayRateState as PacingState, createLimiter as createPacingLimiter, fetchPort as limiterFetchPort } from "paceline/limiter";
+import { GatewayCore, coreTransport, routeGatewayRequest } from "paceline/gateway";
+export { PacelineGateway } from "paceline/gateway";
 const limiterPort = limiterFetchPort({ fetch, baseUrl: "http://127.0.0.1:8787" });
+// The client module's pacer over the gateway module's core: a transport is all they share.
+export const inProcess: GatewayRateState = new GatewayRateState(coreTransport(new GatewayCore()));
+export const gatewayWorker = { fetch: (request: Request, env: { PACELINE_GATEWAY: any }) => routeGatewayRequest(request, env) };
 export const gateway: Promise<{ url: string }> = startDevGateway({ port: 0 });
 const port = fetchPort({ fetch, baseUrl: "http://127.0.0.1:8787" });
 const remote = new GatewayRateState(port);

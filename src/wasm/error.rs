@@ -9,7 +9,9 @@
 use js_sys::Reflect;
 use wasm_bindgen::JsValue;
 
-use crate::error::{Detail, Error, ErrorCode, HostCause};
+#[cfg(feature = "pacer")]
+use crate::error::ErrorCode;
+use crate::error::{Detail, Error, HostCause};
 #[cfg(feature = "governor")]
 use crate::protocol::BudgetKind;
 
@@ -21,6 +23,7 @@ struct Kept {
     said: Option<String>,
 }
 
+#[cfg(feature = "pacer")]
 /// Wraps a JS exception as a core error with `code`, remembering the value.
 /// The message and code come from the exception when it has them, so the
 /// core can still decide (retry a transport failure, not a refusal).

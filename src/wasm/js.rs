@@ -4,6 +4,7 @@
 use wasm_bindgen::prelude::*;
 
 use crate::error::{Detail, Error};
+#[cfg(feature = "pacer")]
 use crate::rt::LocalBoxFuture;
 
 #[wasm_bindgen]
@@ -12,6 +13,7 @@ extern "C" {
     fn get_random_values(buf: &mut [u8]) -> Result<(), JsValue>;
 }
 
+#[cfg(feature = "pacer")]
 /// Runs `work` as a JS promise. Every async method goes through this one
 /// instance of `future_to_promise` (over a boxed future): one per method
 /// would copy its task machinery a dozen times into the wasm.
@@ -21,6 +23,7 @@ pub(crate) fn promise(
     run(Box::pin(work))
 }
 
+#[cfg(feature = "pacer")]
 /// A promise's work: `task`, then `undefined`. One async block for the
 /// background tasks, leases' releases and permits' releases alike.
 pub(crate) fn undefined_after(task: LocalBoxFuture<'static, ()>) -> PromiseWork {
@@ -30,8 +33,10 @@ pub(crate) fn undefined_after(task: LocalBoxFuture<'static, ()>) -> PromiseWork 
     })
 }
 
+#[cfg(feature = "pacer")]
 pub(crate) type PromiseWork = LocalBoxFuture<'static, Result<JsValue, JsValue>>;
 
+#[cfg(feature = "pacer")]
 /// Where the host refuses timers (workerd, at a module's top level) the
 /// work could wait forever, its retries and waits never woken, so it is
 /// refused instead.
@@ -42,6 +47,7 @@ pub(crate) fn run(work: PromiseWork) -> js_sys::Promise {
     }
 }
 
+#[cfg(feature = "pacer")]
 /// `INVALID_INPUT` naming `what` if the host refuses timers here, which
 /// it needs to wait or to retry.
 pub(crate) fn timers_allowed(what: &str) -> Result<(), Error> {
@@ -96,6 +102,7 @@ fn parsed(text: &str) -> Result<JsValue, JsValue> {
         .map_err(|_| Error::invalid("a response did not encode as JSON").into())
 }
 
+#[cfg(feature = "pacer")]
 /// A promise already rejected with `e`: an async method refuses its
 /// arguments as a rejection, read at the call, before anything waits.
 pub(crate) fn rejected(e: Error) -> js_sys::Promise {

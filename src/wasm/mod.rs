@@ -8,7 +8,7 @@ mod error;
 pub(crate) mod float_digits;
 #[cfg(feature = "gateway-host")]
 mod gateway;
-#[cfg(feature = "gateway-host")]
+#[cfg(all(feature = "gateway-host", feature = "pacer"))]
 mod gateway_client;
 #[cfg(feature = "governor")]
 mod governor;
@@ -17,30 +17,40 @@ mod governor_options;
 pub(crate) mod js;
 #[cfg(feature = "governor")]
 mod leases;
+#[cfg(feature = "pacer")]
 mod permit;
+#[cfg(feature = "pacer")]
 mod port;
 pub mod protocol;
+#[cfg(feature = "pacer")]
 mod rate_input;
+#[cfg(feature = "pacer")]
 mod rate_input_cache;
+#[cfg(feature = "pacer")]
 mod rate_state;
 mod reader;
 #[cfg(feature = "governor")]
 mod registry;
+#[cfg(feature = "pacer")]
 mod runtime;
+#[cfg(feature = "pacer")]
 mod timers;
+mod wire;
 
 #[cfg(feature = "governor")]
 pub use budget::{JsGatewayBudgetState, JsLocalBudgetState};
 pub use clock::JsClock;
 #[cfg(feature = "gateway-host")]
 pub use gateway::JsGatewayCore;
-#[cfg(feature = "gateway-host")]
+#[cfg(all(feature = "gateway-host", feature = "pacer"))]
 pub use gateway_client::JsGatewayClient;
 #[cfg(feature = "governor")]
 pub use governor::JsGovernor;
 #[cfg(feature = "governor")]
 pub use leases::{JsToolLease, JsWorkLease};
+#[cfg(feature = "pacer")]
 pub use permit::JsPermit;
+#[cfg(feature = "pacer")]
 pub use rate_state::JsGatewayRateState;
 #[cfg(feature = "local-rate-state")]
 pub use rate_state::JsLocalRateState;

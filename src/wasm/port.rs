@@ -1,47 +1,17 @@
 //! The gateway transport as JS hands it in: any object with
 //! `post(path, body)` that resolves to `{ status, body }`, bytes both ways.
 //! `fetchPort(...)` makes one over `fetch`, `coreTransport(core)` one over a
-//! `GatewayCore` in the same isolate. The paths and the body limit come
-//! from the protocol's endpoint table, which JS routers read from here.
+//! `GatewayCore` in the same isolate.
 
-use js_sys::{Array, ArrayBuffer, Function, Object, Reflect, Uint8Array};
+use js_sys::{ArrayBuffer, Function, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 
 use super::error::{foreign, keep};
 use super::reader::settle;
 use crate::client::{GatewayReply, GatewayTransport};
 use crate::error::{Detail, Error, ErrorCode, Result};
-use crate::protocol::{limits, BUCKET_VIEW_PREFIX, ROUTES};
+use crate::protocol::limits;
 use crate::rt::LocalBoxFuture;
-
-#[wasm_bindgen(typescript_custom_section)]
-const TS_WIRE: &'static str = r#"
-type WireAcquireRequest = import("./glue/fetch-port.js").AcquireRequest;
-type WireAcquireResponse = import("./glue/fetch-port.js").AcquireResponse;
-type WireReleaseRequest = import("./glue/fetch-port.js").ReleaseRequest;
-type WireReleaseResponse = import("./glue/fetch-port.js").ReleaseResponse;
-type WirePenalizeRequest = import("./glue/fetch-port.js").PenalizeRequest;
-type WirePenalizeResponse = import("./glue/fetch-port.js").PenalizeResponse;
-type WireObserveRequest = import("./glue/fetch-port.js").ObserveRequest;
-type WireObserveResponse = import("./glue/fetch-port.js").ObserveResponse;
-type WireChargeRequest = import("./glue/fetch-port.js").ChargeRequest;
-type WireChargeResponse = import("./glue/fetch-port.js").ChargeResponse;
-/** One POST endpoint of the gateway, from the protocol's endpoint table. */
-export interface GatewayRoute {
-  /** `acquire`, `release`, `penalize`, `observe` or `charge`. */
-  name: string;
-  path: string;
-  /** The request field naming the state it touches. */
-  owner: "bucketId" | "rootRunId";
-}
-export interface GatewayWire {
-  routes: GatewayRoute[];
-  /** `GET` this plus a percent-encoded bucket id: the bucket's state. */
-  bucketViewPrefix: string;
-  /** The largest request or answer body, in bytes. */
-  maxBodyBytes: number;
-}
-"#;
 
 pub(crate) struct JsPort {
     transport: JsValue,
@@ -132,35 +102,4 @@ impl GatewayTransport for JsPort {
     fn post(&self, path: &'static str, body: Vec<u8>) -> LocalBoxFuture<'_, Result<GatewayReply>> {
         Box::pin(self.round_trip(path, body))
     }
-}
-
-fn set(target: &Object, key: &str, value: &JsValue) {
-    // A plain data property on a fresh object cannot throw.
-    let _ = Reflect::set(target, &JsValue::from_str(key), value);
-}
-
-/// The endpoint table, for routers and transports written in JS.
-#[wasm_bindgen(js_name = gatewayWire, unchecked_return_type = "GatewayWire")]
-pub fn gateway_wire() -> JsValue {
-    let routes = Array::new();
-    for r in ROUTES {
-        let route = Object::new();
-        set(&route, "name", &JsValue::from_str(r.name));
-        set(&route, "path", &JsValue::from_str(r.path));
-        set(&route, "owner", &JsValue::from_str(r.owner.field()));
-        routes.push(&route);
-    }
-    let wire = Object::new();
-    set(&wire, "routes", &routes);
-    set(
-        &wire,
-        "bucketViewPrefix",
-        &JsValue::from_str(BUCKET_VIEW_PREFIX),
-    );
-    set(
-        &wire,
-        "maxBodyBytes",
-        &JsValue::from_f64(limits::MAX_BODY_BYTES as f64),
-    );
-    wire.into()
 }

@@ -50,12 +50,6 @@ export interface PacerOptions {
    */
   waitUntil?: (promise: Promise<unknown>) => void;
 }
-/** The bucket every rate-state method names. */
-export interface BucketRef {
-  bucketId: string;
-  /** From mintRateScopeToken, for a gateway with a secret. */
-  rateScopeToken?: string | null;
-}
 export interface TryAcquireInput extends BucketRef {
   rules: PacingRuleInit[];
 }

@@ -7,20 +7,26 @@
 //! measured, then validated by the wire decoder; functions, signals and
 //! states are read field by field.
 
-use crate::json_value::Value;
-use js_sys::{Array, Function, JsString, Promise, Reflect};
+use js_sys::{JsString, Reflect};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 
 use super::error::keep;
 use crate::error::{Detail, Error, Result};
-use crate::json::as_object;
-use crate::protocol::{limits, rules_from, PacingRule};
+use crate::protocol::limits;
+// What only the pacer's options and callbacks read: rules and promises.
+#[cfg(feature = "pacer")]
+use {
+    crate::json::as_object,
+    crate::json_value::Value,
+    crate::protocol::{rules_from, PacingRule},
+    js_sys::{Array, Function, Promise},
+    wasm_bindgen_futures::JsFuture,
+};
 
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(catch, js_namespace = Object, js_name = keys)]
-    fn object_keys(value: &JsValue) -> std::result::Result<Array, JsValue>;
+    fn object_keys(value: &JsValue) -> std::result::Result<js_sys::Array, JsValue>;
 }
 
 /// The latest time an argument may name: 10000-01-01T00:00:00Z. Far enough
@@ -163,6 +169,7 @@ pub(crate) fn json(value: &JsValue, path: &str) -> Result<Value> {
     json_at(value, Path::Given(path))
 }
 
+#[cfg(feature = "pacer")]
 fn json_at(value: &JsValue, path: Path) -> Result<Value> {
     let text = json_text(value, path)?;
     Ok(crate::json_parse::parse(text.as_bytes()).unwrap_or(Value::Null))
@@ -237,6 +244,7 @@ impl ObjectArg {
             .transpose()
     }
 
+    #[cfg(feature = "pacer")]
     pub fn opt_bool(&self, key: &str) -> Result<Option<bool>> {
         self.get(key)?
             .map(|v| {
@@ -252,7 +260,7 @@ impl ObjectArg {
             .transpose()
     }
 
-    #[cfg(feature = "governor")]
+    #[cfg(any(feature = "governor", feature = "gateway-host"))]
     /// A required string field.
     pub fn string(&self, key: &str, max_bytes: usize) -> Result<String> {
         self.opt_string(key, max_bytes)?.ok_or_else(|| {
@@ -260,6 +268,7 @@ impl ObjectArg {
         })
     }
 
+    #[cfg(feature = "pacer")]
     pub fn opt_function(&self, key: &str) -> Result<Option<Function>> {
         self.get(key)?
             .map(|v| {
@@ -291,6 +300,7 @@ impl ObjectArg {
             .map(|ms| ms.round() as crate::time::Millis))
     }
 
+    #[cfg(feature = "pacer")]
     /// A list of pacing rules, checked as the wire checks a request's, and
     /// refused if a rule has a field no rule has.
     pub fn rules(&self, key: &str) -> Result<Vec<PacingRule>> {
@@ -330,6 +340,7 @@ fn unknown_field(name: &str, known: &[&str]) -> Error {
     ))
 }
 
+#[cfg(feature = "pacer")]
 /// The fields of a pacing rule a caller may write.
 const RULE_FIELDS: [&str; 4] = [
     "requestsPerWindow",
@@ -338,6 +349,7 @@ const RULE_FIELDS: [&str; 4] = [
     "adaptiveMaxRps",
 ];
 
+#[cfg(feature = "pacer")]
 /// Awaits whatever a caller's callback returned: a value, a promise or a
 /// thenable. `Promise.all` hands back a fresh promise and turns a hostile
 /// `then` or `constructor` into its rejection, where awaiting the value

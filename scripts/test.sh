@@ -17,9 +17,9 @@ cargo clippy --all-targets --target wasm32-unknown-unknown -- -D warnings
 # host; the limiter module ("paceline/limiter") is that without the
 # governor; the gateway module ("paceline/gateway") is the host without
 # the pacer.
-cargo clippy --lib --target wasm32-unknown-unknown --no-default-features --features governor,wire-decoder -- -D warnings
+cargo clippy --lib --target wasm32-unknown-unknown --no-default-features --features governor -- -D warnings
 cargo clippy --lib --target wasm32-unknown-unknown --no-default-features --features pacer -- -D warnings
-cargo clippy --lib --target wasm32-unknown-unknown --no-default-features --features gateway-host -- -D warnings
+cargo clippy --lib --target wasm32-unknown-unknown --no-default-features --features gateway-host,wire-decoder -- -D warnings
 
 step "JS format and lints (Biome, pinned in js/package.json; all of js/)"
 (cd js && node_modules/.bin/biome check .)

@@ -32,7 +32,8 @@ export default {
 // What the client module leaves out: what only a gateway's host needs (the
 // GatewayCore class, its routing and token helpers, the one-call-at-a-time
 // GatewayClient for admin tools and tests, and the glue built on them), and
-// LocalRateState, which holds a scheduler of its own.
+// LocalRateState, which holds a scheduler of its own, and the grant decoder
+// for clients written in JS (its limiters decode grants in the wasm).
 const leftOut = [
   "DEFAULT_WINDOW_GUARD_MS",
   "GatewayClient",
@@ -40,6 +41,7 @@ const leftOut = [
   "LocalRateState",
   "PacelineGateway",
   "coreTransport",
+  "decodeAcquireResponse",
   "gatewayObjectName",
   "gatewayPort",
   "gatewayWireTable",
@@ -94,7 +96,7 @@ describe("the client module in workerd, beside a gateway Worker", () => {
     assert.deepEqual(result.warnings, []);
   });
 
-  test("its exports are the full entry's less the gateway host's and LocalRateState", async () => {
+  test("its exports are the full entry's less the gateway host's, LocalRateState and the grant decoder", async () => {
     const exports = await (await mf.dispatchFetch("http://client/exports")).json();
     const { paceline } = await import("../lib/node-package.mjs");
     const expected = Object.keys(paceline)

@@ -52,7 +52,6 @@ const pacerOnly = [
   "WorkLease",
   "createGovernor",
   "createLimiter",
-  "decodeAcquireResponse",
 ];
 
 /** At most 5 of the sorted dispatch `times` in any 1 s window (5 ms of timer slack). */

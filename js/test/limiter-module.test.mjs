@@ -29,9 +29,7 @@ export default {
 };`;
 
 // What the limiter module leaves out of the client module's API: the
-// governor, its leases, the budget states it charges, and the grant
-// decoder for clients written in JS (its limiters decode grants in the
-// wasm).
+// governor, its leases and the budget states it charges.
 const leftOut = [
   "GatewayBudgetState",
   "Governor",
@@ -39,7 +37,6 @@ const leftOut = [
   "ToolLease",
   "WorkLease",
   "createGovernor",
-  "decodeAcquireResponse",
 ];
 
 describe("the limiter module in workerd, beside a gateway Worker", () => {
@@ -71,7 +68,7 @@ describe("the limiter module in workerd, beside a gateway Worker", () => {
     assert.doesNotMatch(bundled, /paceline_bg\.wasm|paceline_client_bg\.wasm/);
   });
 
-  test("its exports are the client module's less the governor's and the grant decoder", async () => {
+  test("its exports are the client module's less the governor's", async () => {
     const exports = await (await mf.dispatchFetch("http://limiter/exports")).json();
     const client = await import(join(pkgDir, "paceline_client_node.js"));
     const expected = Object.keys(client)

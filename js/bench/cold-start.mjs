@@ -18,16 +18,47 @@
 // build's client and limiter modules ("paceline/client",
 // "paceline/limiter") are timed beside the full one; they have no
 // LocalRateState, so their probe makes a GatewayRateState over a
-// fetchPort to a gateway Worker (the full module, in a Durable Object)
-// bound beside it, and their first permit includes that gateway's own first
-// request; in Node, over a GatewayCore of the full module loaded untimed.
+// fetchPort to a gateway Worker (js/examples/gateway-worker.mjs, the
+// gateway module "paceline/gateway", in a Durable Object) bound beside it,
+// and their first permit includes that gateway's own first request; in
+// Node, over a GatewayCore of the full module loaded untimed. A pacer's
+// first permit from a gateway also waits out its default dispatch lead
+// (20 ms: the gateway grants no earlier than its now plus the lead, and
+// the pacer has not yet timed a round trip), a warm one the few ms of the
+// trip it timed; so about 15 ms of those first permits is that wait.
 // Another column builds the full module's LocalRateState at the module's
 // top level instead, so startup pays for it and the first request only
 // uses it.
+// A second table times, in the same runs, the Workers that host the
+// gateway, each as its first request less a warm one and its startup:
+//  - the gateway Worker alone (js/examples/gateway-worker.mjs), sent the
+//    wire protocol's acquire (a POST to /v1/rate/acquire, one permit of a
+//    rule it never reaches, no lease, so nothing to release): the first
+//    routes it (the router reads the bucket from the body in wasm), makes
+//    the Durable Object and its GatewayCore, and grants; a warm one goes to
+//    the same object. Built from "paceline/gateway", as shipped, and the
+//    same source from "paceline" (the full module);
+//  - one Worker that exports PacelineGateway and paces through
+//    gatewayPort(env), its own Durable Object in the same isolate: its
+//    first request makes a GatewayRateState and takes and releases a first
+//    permit through the object, a warm one takes and releases another
+//    through it. That first permit waits the default dispatch lead (see
+//    above), so the first request is also timed less a warm one that makes
+//    a new GatewayRateState of its own, whose first permit waits the same
+//    lead: that difference is the code's first run alone. Built from
+//    "paceline" alone (the union module) and from "paceline/client" +
+//    "paceline/gateway" (two modules, which meet only through the
+//    transport's bytes);
+//  - a Worker that forwards each request to a Durable Object without
+//    paceline (which lists its storage when made and writes a key per
+//    request, as the gateway's does): what workerd itself pays to make an
+//    object, the floor under the others' figures, as the Worker without
+//    paceline is under the first table's.
 // Runs alternate between the packages so load on the machine falls on all
 // alike.
 // Usage: node js/bench/cold-start.mjs [--baseline DIR] [--runs N]
 //   (after node js/scripts/build.mjs)
+import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -69,6 +100,77 @@ packages.push({
 });
 if (values.baseline)
   packages.push({ name: "baseline", dir: values.baseline, specifier: "paceline", module: "paceline" });
+
+// Workers that host the gateway: a first request less a warm one, and
+// startup (see above). `modules` names the .wasm each must ship, and
+// only those (checked against its bundle).
+const gatewayWorkerSource = readFileSync(join(repoRoot, "js/examples/gateway-worker.mjs"), "utf8");
+const rules = [{ requestsPerWindow: 1000000, windowMs: 1000 }];
+const acquireRequest = [
+  "http://gateway/v1/rate/acquire",
+  {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ bucketId: "b", rules, requested: 1 }),
+  },
+];
+const oneWorkerSource = (client, gateway) => `
+import { GatewayRateState } from "${client}";
+import { gatewayPort } from "${gateway}";
+export { PacelineGateway } from "${gateway}";
+let pacer;
+export default {
+  async fetch(request, env) {
+    const fresh = new URL(request.url).searchParams.has("fresh");
+    if (fresh || !pacer) pacer = new GatewayRateState(gatewayPort(env), { blockHorizonMs: 1000 });
+    (await pacer.acquire({ bucketId: "b", rules: ${JSON.stringify(rules)} })).release();
+    return new Response("ok");
+  },
+};`;
+const objectOnlySource = `
+export class PacelineGateway {
+  #ctx;
+  constructor(ctx) {
+    this.#ctx = ctx;
+    ctx.blockConcurrencyWhile(() => ctx.storage.list());
+  }
+  async fetch() {
+    await this.#ctx.storage.put("b", 1);
+    return new Response("ok");
+  }
+}
+export default {
+  fetch: (request, env) => env.PACELINE_GATEWAY.get(env.PACELINE_GATEWAY.idFromName("b")).fetch(request),
+};`;
+const hosts = [
+  {
+    name: "gateway Worker, paceline/gateway",
+    source: gatewayWorkerSource,
+    modules: ["paceline_gateway"],
+    request: acquireRequest,
+  },
+  {
+    name: "gateway Worker, paceline",
+    source: gatewayWorkerSource.replaceAll('"paceline/gateway"', '"paceline"'),
+    modules: ["paceline"],
+    request: acquireRequest,
+  },
+  {
+    name: "one Worker, paceline",
+    source: oneWorkerSource("paceline", "paceline"),
+    modules: ["paceline"],
+    request: ["http://one/"],
+    fresh: ["http://one/?fresh"],
+  },
+  {
+    name: "one Worker, paceline/client + paceline/gateway",
+    source: oneWorkerSource("paceline/client", "paceline/gateway"),
+    modules: ["paceline_client", "paceline_gateway"],
+    request: ["http://one/"],
+    fresh: ["http://one/?fresh"],
+  },
+  { name: "a Durable Object without paceline", source: objectOnlySource, modules: [], request: ["http://object/"] },
+];
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
@@ -151,6 +253,11 @@ function compiledByPhase(p) {
   return { state: less(state, init), permit: less(permit, state) };
 }
 
+function sizeOf(dir, module) {
+  const wasmPath = join(dir, `${module}_bg.wasm`);
+  return { raw: statSync(wasmPath).size, gzip: gzipSync(readFileSync(wasmPath), { level: 9 }).length };
+}
+
 const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));
 const emptyPath = join(work, "empty.mjs");
 writeFileSync(emptyPath, emptySource);
@@ -173,8 +280,23 @@ for (const [i, p] of packages.entries()) {
   p.workerdPermit = [];
   p.startup = [];
   p.node = { compile: [], instantiate: [], firstPermit: [], total: [] };
-  const wasmPath = join(p.dir, `${p.module}_bg.wasm`);
-  p.size = `${statSync(wasmPath).size} B raw, ${gzipSync(readFileSync(wasmPath), { level: 9 }).length} B gzip -9`;
+  const { raw, gzip } = sizeOf(p.dir, p.module);
+  p.size = `${raw} B raw, ${gzip} B gzip -9`;
+}
+for (const [i, h] of hosts.entries()) {
+  const hostPath = join(work, `host-${i}.mjs`);
+  writeFileSync(hostPath, h.source);
+  const bundle = await bundleWorker(hostPath);
+  const shipped = [...readFileSync(bundle.scriptPath, "utf8").matchAll(/from "\.\/(\w+)_bg\.wasm"/g)].map((m) => m[1]);
+  assert.deepEqual(shipped.sort(), [...h.modules].sort(), `${h.name} ships ${shipped}`);
+  h.options = { ...bundle, durableObjects: { PACELINE_GATEWAY: "PacelineGateway" } };
+  h.workerd = [];
+  h.lessFresh = [];
+  h.startup = [];
+  const sizes = h.modules.map((m) => sizeOf(pkgDir, m));
+  const sum = (k) =>
+    sizes.length > 1 ? `${sizes.map((s) => s[k]).join(" + ")} = ${sizes.reduce((a, s) => a + s[k], 0)}` : sizes[0][k];
+  h.size = sizes.length ? `${sum("raw")} B raw, ${sum("gzip")} B gzip -9` : "";
 }
 
 async function inWorkerd(p) {
@@ -182,7 +304,25 @@ async function inWorkerd(p) {
   const mf = new Miniflare(p.options);
   await mf.ready;
   p.startup.push(performance.now() - start);
-  const get = (url) => timeIt(async () => (await mf.dispatchFetch(url)).text());
+  // A request that failed would time an error page: none may.
+  const get = (url, init) =>
+    timeIt(async () => {
+      const response = await mf.dispatchFetch(url, init);
+      const body = await response.text();
+      if (!response.ok) throw new Error(`${p.name ?? "a Worker"}: ${url} answered ${response.status}: ${body}`);
+    });
+  if (p.request) {
+    // The hosts: one kind of request, the first less a warm one.
+    const first = await get(...p.request);
+    const warm = [];
+    for (let j = 0; j < 3; j++) warm.push(await get(...p.request));
+    const fresh = [];
+    for (let j = 0; p.fresh && j < 3; j++) fresh.push(await get(...p.fresh));
+    await mf.dispose();
+    p.workerd.push(first - median(warm));
+    if (p.fresh) p.lessFresh.push(first - median(fresh));
+    return;
+  }
   const first = await get("http://probe/");
   const firstPermit = await get("http://probe/?permit");
   const warm = [];
@@ -207,6 +347,7 @@ for (let i = 0; i < runs; i++) {
     for (const k of ["compile", "instantiate", "firstPermit"]) p.node[k].push(out[k]);
     p.node.total.push(out.compile + out.instantiate);
   }
+  for (const h of hosts) await inWorkerd(h);
 }
 
 for (const p of packages) if (!p.atModuleScope) p.compiled = compiledByPhase(p);
@@ -244,3 +385,19 @@ compiledRow(
   "state",
 );
 compiledRow("Node: the same by the first acquire + release (*: both modules')", "permit");
+
+console.log();
+console.log(`| the gateway's hosts, cold start (median of ${runs}) | ${hosts.map((h) => h.name).join(" | ")} |`);
+console.log(`|---|${hosts.map(() => "---").join("|")}|`);
+console.log(`| modules | ${hosts.map((h) => h.size).join(" | ")} |`);
+const hostRow = (label, pick) =>
+  console.log(`| ${label} | ${hosts.map((h) => (pick(h).length ? f(median(pick(h))) : "")).join(" | ")} |`);
+hostRow(
+  "workerd: first request less a warm one (gateway Worker: an acquire, which makes the Durable Object and its GatewayCore; one Worker: a new GatewayRateState over gatewayPort(env), a first acquire + release through its own Durable Object)",
+  (h) => h.workerd,
+);
+hostRow(
+  "workerd: one Worker: the same first request less a warm one that makes a new GatewayRateState too (its first permit waits the same 20 ms lead)",
+  (h) => h.lessFresh,
+);
+hostRow("workerd: startup, new Miniflare to ready (compiles and instantiates the modules)", (h) => h.startup);

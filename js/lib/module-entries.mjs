@@ -3,7 +3,7 @@
 // workerd, node and default conditions to its entries, its web entry works
 // once initSync({ module }) is given its .wasm, its Node entry's
 // GatewayRateState hands out a permit and takes it back through a gateway
-// in this process (the full module's, reached over a plain transport), and
+// in this process (the gateway module's, reached over a plain transport), and
 // a limiter without a port is INVALID_INPUT saying a port is required.
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -31,7 +31,7 @@ export function describeModuleEntries(name, leftOut) {
     });
 
     const gatewayTransport = async () => {
-      const { GatewayCore, coreTransport } = await import("./node-package.mjs").then((m) => m.paceline);
+      const { GatewayCore, coreTransport } = await import(join(pkgDir, "paceline_gateway_node.js"));
       return coreTransport(new GatewayCore());
     };
     const rules = [{ requestsPerWindow: 10, windowMs: 1000 }];

@@ -397,10 +397,12 @@ impl Shared {
         let sent_by_isolate_clock = isolate.runtime.now_ms();
         let at_provider = self.reach_provider().await;
         let reply = self.provider.begin(at_provider);
-        self.rt
-            .sleep(self.call_latency_ms + self.call_holds.draw())
-            .await;
-        self.provider.end();
+        if reply.answer == Answer::Ok {
+            self.rt
+                .sleep(self.call_latency_ms + self.call_holds.draw())
+                .await;
+            self.provider.end();
+        }
         if !isolate.alive.get() {
             std::mem::forget(permit);
             return Ok(());

@@ -36,7 +36,8 @@ pub struct FleetConfig {
     pub callers_per_isolate: usize,
     pub rule: PacingRule,
     pub duration_ms: Millis,
-    /// How long the provider takes to answer a call.
+    /// How long the provider takes to answer a call it accepts (it refuses
+    /// at once).
     pub call_latency_ms: Millis,
     /// One gateway round trip.
     pub gateway_latency_ms: Millis,
@@ -319,7 +320,7 @@ struct Shared {
     dispatch_log: RefCell<Vec<(Millis, usize)>>,
     /// Each call's way from its permit to the provider.
     transit: Delays,
-    /// Each call's time at the provider past `call_latency_ms`.
+    /// Each accepted call's time at the provider past `call_latency_ms`.
     call_holds: Delays,
 }
 

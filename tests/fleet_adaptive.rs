@@ -178,6 +178,40 @@ fn the_first_429_reads_what_the_provider_took_while_no_streamed_call_left_the_ti
     }
 }
 
+/// Bug: peer scenario b's fleet reads the limit of 8 within its first
+/// second and, climbing back over a deep cut's 4 s, probed 7-8 s in: where
+/// the limit rose at 8-10 s the probe was refused in the low half's last
+/// 2 s (the peer benchmark's "429s settle" counts it), and the failed probe
+/// held the rate at 8 for the next 11 s (a raised half of 40%). A limit
+/// read is held as long as one a failed probe confirmed. The rise may come
+/// at any time against the probes, so the runs sweep it over 8-12 s.
+#[test]
+fn a_limit_read_is_held_before_it_is_probed_bug_the_first_probe_met_the_low_limit_just_before_its_rise(
+) {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let runs: Vec<(bool, f64)> = (8_000..=12_000)
+            .step_by(500)
+            .map(|rise| {
+                let mut config = rising_limit(horizon);
+                config.true_limit = vec![(0, 8), (rise, 20)];
+                config.duration_ms = rise + 10_000;
+                let r = run_fleet(&config);
+                let late_429 = r.rejections.iter().any(|&t| t + 2_000 >= rise && t < rise);
+                (late_429, accepted_rps(&r, rise, rise + 10_000) / 20.0)
+            })
+            .collect();
+        let settled = runs.iter().filter(|r| !r.0).count();
+        let raised = runs.iter().map(|r| r.1).sum::<f64>() / runs.len() as f64;
+        assert!(
+            settled >= 6 && raised >= 0.55,
+            "horizon {horizon}: {settled} of {} runs without a 429 in the 2 s before the rise, \
+             raised half {:.1}%",
+            runs.len(),
+            raised * 100.0
+        );
+    }
+}
+
 #[test]
 fn a_provider_outage_is_a_pause_probed_once_per_cooldown_and_service_resumes_at_the_rule() {
     // At the default 1 s horizon the target, 3 calls/s; at 2 s, permits

@@ -294,6 +294,11 @@ fn a_429_with_a_reading_cuts_to_what_the_provider_accepted_without_stopping_the_
     assert!(!a.cut(S, S, 0, Some(8.0)), "the fleet goes on");
     assert!(close(a.rate(), 8.0 * READ_BETA), "{}", a.rate());
     assert!(close(a.curve.as_ref().unwrap().w_max, 8.0 * READ_PLATEAU));
+    assert_eq!(
+        a.curve.as_ref().unwrap().k,
+        HOLD_S,
+        "held as long as after a failed probe"
+    );
 }
 
 #[test]
@@ -324,7 +329,7 @@ fn the_first_429_is_weighed_against_the_grants_before_it_bug_decay_from_time_zer
 fn a_probe_steps_past_the_accepted_rate_by_a_share_that_doubles_with_each_step_accepted() {
     let mut a = AdaptiveRate::new(20.0);
     a.cut(S, S, 0, Some(8.0));
-    let t = run_for(&mut a, 2 * S, RECOVERY_S as u64);
+    let t = run_for(&mut a, 2 * S, HOLD_S as u64);
     let plateau = a.curve.as_ref().unwrap().w_max;
     assert!(a.rate() <= plateau * (1.0 + FIRST_STEP) + 1e-9);
     let mut steps = vec![a.rate()];
@@ -374,7 +379,7 @@ fn a_failed_probe_whose_reading_shows_the_limit_rising_probes_again_after_a_reco
     for (over, k) in [(1.2, RECOVERY_S), (1.0, HOLD_S)] {
         let mut a = AdaptiveRate::new(20.0);
         a.cut(S, S, 0, Some(8.0));
-        let t = run_for(&mut a, 2 * S, RECOVERY_S as u64 + 4);
+        let t = run_for(&mut a, 2 * S, HOLD_S as u64 + 4);
         let plateau = 8.0 * READ_PLATEAU;
         assert!(a.rate() > plateau * over, "probing: {}", a.rate());
         assert!(!a.cut(t, S, 0, Some(plateau * over)));

@@ -89,8 +89,10 @@ pub fn overstated_rule_through_stalling_call_tool(
                             rt.sleep(stall).await;
                         }
                         let reply = provider.begin(rt.now_ms());
-                        rt.sleep(20).await;
-                        provider.end();
+                        if reply.answer == Answer::Ok {
+                            rt.sleep(20).await;
+                            provider.end();
+                        }
                         let status = match reply.answer {
                             Answer::Ok => 200,
                             Answer::TooManyRequests => 429,

@@ -36,7 +36,8 @@ pub struct FleetConfig {
     pub callers_per_isolate: usize,
     pub rule: PacingRule,
     pub duration_ms: Millis,
-    /// How long the provider takes to answer a call.
+    /// How long the provider takes to answer a call it accepts (it refuses
+    /// at once).
     pub call_latency_ms: Millis,
     /// One gateway round trip.
     pub gateway_latency_ms: Millis,
@@ -319,7 +320,7 @@ struct Shared {
     dispatch_log: RefCell<Vec<(Millis, usize)>>,
     /// Each call's way from its permit to the provider.
     transit: Delays,
-    /// Each call's time at the provider past `call_latency_ms`.
+    /// Each accepted call's time at the provider past `call_latency_ms`.
     call_holds: Delays,
 }
 
@@ -397,10 +398,12 @@ impl Shared {
         let sent_by_isolate_clock = isolate.runtime.now_ms();
         let at_provider = self.reach_provider().await;
         let reply = self.provider.begin(at_provider);
-        self.rt
-            .sleep(self.call_latency_ms + self.call_holds.draw())
-            .await;
-        self.provider.end();
+        if reply.answer == Answer::Ok {
+            self.rt
+                .sleep(self.call_latency_ms + self.call_holds.draw())
+                .await;
+            self.provider.end();
+        }
         if !isolate.alive.get() {
             std::mem::forget(permit);
             return Ok(());

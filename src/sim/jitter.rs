@@ -58,8 +58,8 @@ pub struct Jitter {
     /// Each isolate's clock runs off the gateway's by up to this much,
     /// either way (drawn once per isolate).
     pub clock_skew_ms: Millis,
-    /// How much longer than the fleet's `call_latency_ms` each call holds
-    /// its slot at the provider.
+    /// How much longer than the fleet's `call_latency_ms` each accepted call
+    /// holds its slot at the provider.
     pub call_hold: Spread,
     pub seed: u64,
 }

@@ -3,6 +3,12 @@
 //! either of which it answers 429 with `Retry-After: 1`. Other models
 //! refuse at random, or count fixed windows and say so in quota headers.
 //! It records every dispatch.
+//!
+//! A refused call is answered at once and holds nothing, as the peer
+//! benchmark's provider (and a provider's front door) answers it: held as
+//! long as an accepted call, its 429 reached the gateway a call's time
+//! late, after the next permit's time, and the gateway read the limit a
+//! call high (9 a second for 8).
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -88,18 +94,20 @@ impl Provider {
     }
 
     /// A call arrives at `now`; the caller must call [`Provider::end`] when
-    /// it completes.
+    /// an accepted one completes, and answer a refused one at once.
     pub fn begin(&self, now: Millis) -> Reply {
         let mut s = self.state.borrow_mut();
         s.dispatches.push(now);
-        s.in_flight += 1;
-        s.max_in_flight = s.max_in_flight.max(s.in_flight);
+        let arriving_in_flight = s.in_flight + 1;
+        s.max_in_flight = s.max_in_flight.max(arriving_in_flight);
         while s.accepted_recent.front().is_some_and(|&t| t + 1_000 <= now) {
             s.accepted_recent.pop_front();
         }
         let limit = (self.limit_at)(now);
         let over_rate = s.accepted_recent.len() as u64 >= limit;
-        let over_concurrency = self.max_concurrency.is_some_and(|max| s.in_flight > max);
+        let over_concurrency = self
+            .max_concurrency
+            .is_some_and(|max| arriving_in_flight > max);
         let mut retry_after_ms = RETRY_AFTER_MS;
         let mut quota_headers = QuotaHeaders::default();
         let refused_by_model = match self.model {
@@ -143,6 +151,7 @@ impl Provider {
             }
         } else {
             s.accepted_recent.push_back(now);
+            s.in_flight += 1;
             Reply {
                 answer: Answer::Ok,
                 retry_after: None,

@@ -4,9 +4,9 @@
 //! it (the gateway's count of grants less the 429s reported, see
 //! `throughput`): when that is clearly under the rate refused, it is the
 //! limit, read rather than guessed, and the rate goes to `READ_BETA` of it,
-//! back to `READ_PLATEAU` of it, without stopping the fleet. Otherwise (no
-//! reading, or a limit that may lie anywhere above it) by where the rate
-//! stood:
+//! back to `READ_PLATEAU` of it over `HOLD_S`, without stopping the fleet.
+//! Otherwise (no reading, or a limit that may lie anywhere above it) by
+//! where the rate stood:
 //! - above the plateau (probing): the limit lies between the plateau and
 //!   the rate refused. The 429 answers a permit granted a lead earlier
 //!   (grants run ahead of dispatch), so the rate goes to `PROBE_BETA` of
@@ -150,12 +150,15 @@ impl AdaptiveRate {
         true
     }
 
-    /// Just under what the provider took, climbing back to it.
+    /// Just under what the provider took, climbing back to it, and held
+    /// as long as after a failed probe: a reading is as exact as the one a
+    /// failed probe takes, and a limit read from the rules' rate has not
+    /// been seen to move.
     fn under_reading(&self, read: f64) -> Curve {
         Curve::from(
             (read * READ_BETA).max(self.floor()),
             read * READ_PLATEAU,
-            RECOVERY_S,
+            HOLD_S,
         )
     }
 

@@ -30,14 +30,7 @@ export default {
 
 // What the limiter module leaves out of the client module's API: the
 // governor, its leases and the budget states it charges.
-const leftOut = [
-  "GatewayBudgetState",
-  "Governor",
-  "LocalBudgetState",
-  "ToolLease",
-  "WorkLease",
-  "createGovernor",
-];
+const leftOut = ["GatewayBudgetState", "Governor", "LocalBudgetState", "ToolLease", "WorkLease", "createGovernor"];
 
 describe("the limiter module in workerd, beside a gateway Worker", () => {
   let mf;

@@ -12,6 +12,20 @@ import { describe, test } from "node:test";
 import { pkgDir } from "./bundle-worker.mjs";
 
 /**
+ * The pacing check every module's Worker test makes: its 8 calls under a
+ * rule of 5 a second, dispatched at `times`, hold at most 5 in any 1 s
+ * window (5 ms of timer slack).
+ * @param {number[]} times
+ */
+export function assertFivePerSecond(times) {
+  assert.equal(times.length, 8);
+  const sorted = [...times].sort((a, b) => a - b);
+  for (let i = 5; i < sorted.length; i++) {
+    assert.ok(sorted[i] - sorted[i - 5] >= 1000 - 5, `6 calls within ${sorted[i] - sorted[i - 5]} ms: ${sorted}`);
+  }
+}
+
+/**
  * The entry tests of module `name` ("client" or "limiter"); `leftOut` is an
  * export of the full module that its Node entry must not have.
  */

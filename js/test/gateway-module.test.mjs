@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Miniflare } from "miniflare";
 import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { assertFivePerSecond } from "../lib/module-entries.mjs";
 
 // A client Worker that paces through a gateway Worker over a service binding.
 const clientWorker = `
@@ -53,15 +54,6 @@ const pacerOnly = [
   "createGovernor",
   "createLimiter",
 ];
-
-/** At most 5 of the sorted dispatch `times` in any 1 s window (5 ms of timer slack). */
-function assertFivePerSecond(times) {
-  assert.equal(times.length, 8);
-  const sorted = [...times].sort((a, b) => a - b);
-  for (let i = 5; i < sorted.length; i++) {
-    assert.ok(sorted[i] - sorted[i - 5] >= 1000 - 5, `6 calls within ${sorted[i] - sorted[i - 5]} ms: ${sorted}`);
-  }
-}
 
 describe("the gateway module's package entries", () => {
   test("package.json routes paceline/gateway's workerd, node and default conditions to its entries", () => {

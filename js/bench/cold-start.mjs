@@ -60,7 +60,7 @@
 //   (after node js/scripts/build.mjs)
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
@@ -259,6 +259,7 @@ function sizeOf(dir, module) {
 }
 
 const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));
+process.on("exit", () => rmSync(work, { recursive: true, force: true }));
 const emptyPath = join(work, "empty.mjs");
 writeFileSync(emptyPath, emptySource);
 const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [], startup: [] };

@@ -7,7 +7,7 @@
 //    empty request's) is divided by N;
 //  - Durable Object gateway acquires per second for one bucket.
 // Usage: node js/bench/workerd-figures.mjs (after node js/scripts/build.mjs)
-import { writeFileSync, mkdtempSync } from "node:fs";
+import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
@@ -35,6 +35,7 @@ export default {
 };`;
 
 const work = mkdtempSync(join(tmpdir(), "paceline-figures-"));
+process.on("exit", () => rmSync(work, { recursive: true, force: true }));
 const probePath = join(work, "probe.mjs");
 writeFileSync(probePath, probeSource);
 const probeOptions = await bundleWorker(probePath);

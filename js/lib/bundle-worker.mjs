@@ -3,13 +3,21 @@
 // export condition, and the .wasm stays a separate module that workerd
 // compiles (module rule CompiledWasm).
 import { build } from "esbuild";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, symlinkSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 export const pkgDir = join(repoRoot, "pkg");
+
+// workerd reads a bundle's files after bundleWorker returns, whenever a
+// Miniflare starts or restarts its Worker, so they stay until the process
+// exits.
+const bundles = new Set();
+process.on("exit", () => {
+  for (const dir of bundles) rmSync(dir, { recursive: true, force: true });
+});
 
 /**
  * Installs the built package (`pkg`, by default pkg/) as `node_modules/paceline` in a fresh folder (as
@@ -18,6 +26,7 @@ export const pkgDir = join(repoRoot, "pkg");
  */
 export async function bundleWorker(entryPath, pkg = pkgDir) {
   const work = mkdtempSync(join(tmpdir(), "paceline-worker-"));
+  bundles.add(work);
   mkdirSync(join(work, "node_modules"));
   symlinkSync(pkg, join(work, "node_modules", "paceline"), "dir");
   const out = join(work, "out");

@@ -7,7 +7,7 @@
 // entry exports the full entry's API less those parts. Real time;
 // the assertions are invariants of the schedule, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -57,9 +57,14 @@ describe("the client module in workerd, beside a gateway Worker", () => {
   let clientOptions;
   before(async () => {
     const work = mkdtempSync(join(tmpdir(), "paceline-client-module-"));
-    const entry = join(work, "client-worker.mjs");
-    writeFileSync(entry, clientWorker);
-    clientOptions = await bundleWorker(entry);
+    try {
+      const entry = join(work, "client-worker.mjs");
+      writeFileSync(entry, clientWorker);
+      clientOptions = await bundleWorker(entry);
+    } finally {
+      // bundleWorker bundles a copy of the entry, in a folder of its own.
+      rmSync(work, { recursive: true, force: true });
+    }
     const gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
     mf = new Miniflare({
       workers: [

@@ -6,7 +6,7 @@
 // meet only through a transport's bytes. Real time; the assertions are
 // invariants of the schedule, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -106,11 +106,17 @@ describe("the gateway module in workerd", () => {
   let oneOptions;
   before(async () => {
     const work = mkdtempSync(join(tmpdir(), "paceline-gateway-module-"));
-    writeFileSync(join(work, "client-worker.mjs"), clientWorker);
-    writeFileSync(join(work, "one-worker.mjs"), oneWorker);
-    const clientOptions = await bundleWorker(join(work, "client-worker.mjs"));
-    gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
-    oneOptions = await bundleWorker(join(work, "one-worker.mjs"));
+    let clientOptions;
+    try {
+      writeFileSync(join(work, "client-worker.mjs"), clientWorker);
+      writeFileSync(join(work, "one-worker.mjs"), oneWorker);
+      clientOptions = await bundleWorker(join(work, "client-worker.mjs"));
+      gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
+      oneOptions = await bundleWorker(join(work, "one-worker.mjs"));
+    } finally {
+      // bundleWorker bundles a copy of each entry, in a folder of its own.
+      rmSync(work, { recursive: true, force: true });
+    }
     const gatewayObject = {
       durableObjects: { PACELINE_GATEWAY: "PacelineGateway" },
       bindings: { PACELINE_WINDOW_GUARD_MS: "0" },

@@ -7,7 +7,7 @@
 // the governor's. Real time; the assertions are invariants of the
 // schedule, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -37,9 +37,14 @@ describe("the limiter module in workerd, beside a gateway Worker", () => {
   let limiterOptions;
   before(async () => {
     const work = mkdtempSync(join(tmpdir(), "paceline-limiter-module-"));
-    const entry = join(work, "limiter-worker.mjs");
-    writeFileSync(entry, limiterWorker);
-    limiterOptions = await bundleWorker(entry);
+    try {
+      const entry = join(work, "limiter-worker.mjs");
+      writeFileSync(entry, limiterWorker);
+      limiterOptions = await bundleWorker(entry);
+    } finally {
+      // bundleWorker bundles a copy of the entry, in a folder of its own.
+      rmSync(work, { recursive: true, force: true });
+    }
     const gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
     mf = new Miniflare({
       workers: [

@@ -6,7 +6,7 @@
 // no I/O, draw no random values and set no timer. Real workerd, real time;
 // the assertions are outcomes, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -34,9 +34,14 @@ describe("a GatewayRateState over gatewayPort(env) built at a Worker's top level
   let mf;
   before(async () => {
     const work = mkdtempSync(join(tmpdir(), "paceline-module-scope-env-"));
-    const entry = join(work, "module-scope-env-worker.mjs");
-    writeFileSync(entry, worker);
-    mf = new Miniflare({ ...(await bundleWorker(entry)), durableObjects: { PACELINE_GATEWAY: "PacelineGateway" } });
+    try {
+      const entry = join(work, "module-scope-env-worker.mjs");
+      writeFileSync(entry, worker);
+      mf = new Miniflare({ ...(await bundleWorker(entry)), durableObjects: { PACELINE_GATEWAY: "PacelineGateway" } });
+    } finally {
+      // bundleWorker bundles a copy of the entry, in a folder of its own.
+      rmSync(work, { recursive: true, force: true });
+    }
     await mf.ready;
   });
   after(() => mf?.dispose());

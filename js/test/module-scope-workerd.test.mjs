@@ -8,7 +8,7 @@
 // exception, a wasm trap or a promise that never settles. Real workerd,
 // real time; the assertions are outcomes, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -64,9 +64,14 @@ describe("states built at a Worker's top level", () => {
   let mf;
   before(async () => {
     const work = mkdtempSync(join(tmpdir(), "paceline-module-scope-"));
-    const entry = join(work, "module-scope-worker.mjs");
-    writeFileSync(entry, worker);
-    mf = new Miniflare(await bundleWorker(entry));
+    try {
+      const entry = join(work, "module-scope-worker.mjs");
+      writeFileSync(entry, worker);
+      mf = new Miniflare(await bundleWorker(entry));
+    } finally {
+      // bundleWorker bundles a copy of the entry, in a folder of its own.
+      rmSync(work, { recursive: true, force: true });
+    }
     await mf.ready;
   });
   after(() => mf?.dispose());

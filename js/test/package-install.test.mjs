@@ -4,10 +4,10 @@
 // Node, and the typings compile under lib es2022 with skipLibCheck false.
 import assert from "node:assert/strict";
 import { execFileSync, spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { before, describe, test } from "node:test";
+import { after, before, describe, test } from "node:test";
 import { pkgDir } from "../lib/bundle-worker.mjs";
 import { codeBlock } from "../lib/readme-blocks.mjs";
 import { typecheck } from "../lib/typescript.mjs";
@@ -23,6 +23,7 @@ describe("the packed package, installed in an empty directory", () => {
     writeFileSync(join(app, "package.json"), JSON.stringify({ name: "app", private: true, type: "module" }));
     npm(["install", join(app, tarball)], app);
   });
+  after(() => rmSync(app, { recursive: true, force: true }));
 
   test("the README's Node example runs unchanged under plain Node", () => {
     const example = codeBlock(join(pkgDir, "README.md"), "node-example.mjs");

@@ -6,7 +6,7 @@
 // the provider counting the calls that reach it.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -48,6 +48,7 @@ describe("the README's one-Worker quick start under wrangler", () => {
   after(async () => {
     await worker?.dispose();
     provider?.close();
+    rmSync(app, { recursive: true, force: true });
   });
 
   test("wrangler deploy --dry-run bundles it, the .wasm as its own module", () => {

@@ -1,7 +1,7 @@
 // The package's TypeScript declarations, checked by tsc --strict: a typed
 // use of the public API compiles, and misuses are refused.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { test } from "node:test";
@@ -10,9 +10,13 @@ import { typecheck } from "../lib/typescript.mjs";
 
 function check(source) {
   const dir = mkdtempSync(join(tmpdir(), "paceline-types-"));
-  const file = join(dir, "use.ts");
-  writeFileSync(file, source.replaceAll("PKG", join(pkgDir, "index.js")));
-  return typecheck([file]);
+  try {
+    const file = join(dir, "use.ts");
+    writeFileSync(file, source.replaceAll("PKG", join(pkgDir, "index.js")));
+    return typecheck([file]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 test("a typed use of the public API compiles under --strict", () => {

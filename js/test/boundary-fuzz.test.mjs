@@ -1,5 +1,7 @@
-// A fuzz of every exported function and method of the built package with
-// hostile values: wrong types, throwing getters, Proxies (throwing and
+// A fuzz of every exported function and method of the built package (each
+// module's Node entry: paceline, paceline/client, paceline/limiter and
+// paceline/gateway, whose wasm is built with other features and whose glue
+// imports another wasm) with hostile values: wrong types, throwing getters, Proxies (throwing and
 // revoked), huge lengths, NaN, symbols, BigInts, cycles, wrong receivers,
 // and hostile answers from the ports and callbacks the package calls. Each
 // call must return or resolve, or throw or reject an Error whose `code` is
@@ -12,12 +14,21 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { fakeDurableObjectState } from "../lib/fake-durable-object.mjs";
-import { paceline as P } from "../lib/node-package.mjs";
+import { paceline } from "../lib/node-package.mjs";
 
 const CASES = Number(process.env.PACELINE_FUZZ_CASES ?? 400);
 const SEED = Number(process.env.PACELINE_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
 const SETTLE_MS = 2000;
-const CODES = new Set(P.ERROR_CODES);
+
+const pkg = new URL("../../pkg/", import.meta.url);
+const MODULES = {
+  paceline,
+  "paceline/client": await import(new URL("paceline_client_node.js", pkg).href),
+  "paceline/limiter": await import(new URL("paceline_limiter_node.js", pkg).href),
+  "paceline/gateway": await import(new URL("paceline_gateway_node.js", pkg).href),
+};
+/** The module whose GatewayCore stands behind the ports of modules without one. */
+const G = MODULES["paceline/gateway"];
 
 function prng(seed) {
   let a = seed >>> 0;
@@ -147,9 +158,15 @@ function value(rand, hostile) {
   return valid;
 }
 
+/** A transport to a real gateway core: module `M`'s own, or the gateway module's. */
+function coreTransport(M) {
+  const host = M.GatewayCore ? M : G;
+  return host.coreTransport(new host.GatewayCore());
+}
+
 /** A transport whose answers are hostile (or a real core's). */
-function hostilePort(rand, hostile) {
-  const inner = P.coreTransport(new P.GatewayCore());
+function hostilePort(M, rand, hostile) {
+  const inner = coreTransport(M);
   const post = (path, body) => {
     const r = rand();
     if (r < 0.3) return inner.post(path, body);
@@ -162,41 +179,45 @@ function hostilePort(rand, hostile) {
   return { post };
 }
 
-/** Every way to get a live receiver of each exported class. */
-async function receivers(rand, hostile) {
-  const rateState = new P.LocalRateState();
-  const governor = P.createGovernor({
-    adapter: "cjs_node20",
-    scope: { orgId: "o", rootRunId: "r" },
-    rateState,
-    budgetState: new P.LocalBudgetState(),
-    resolvePacing: () => (rand() < 0.7 ? { provider: "p", rules: R } : pick(rand, hostile)),
-    resolveRateScope: rand() < 0.5 ? undefined : () => pick(rand, hostile),
-  });
-  const lease = await governor.acquireToolSlot({ toolId: "t" }).catch(() => undefined);
-  return {
-    GatewayCore: new P.GatewayCore(),
-    LocalRateState: rateState,
-    GatewayRateState: new P.GatewayRateState(hostilePort(rand, hostile), { maxWaitMs: 100 }),
-    LocalBudgetState: new P.LocalBudgetState(),
-    GatewayBudgetState: new P.GatewayBudgetState(hostilePort(rand, hostile)),
-    GatewayClient: new P.GatewayClient(hostilePort(rand, hostile)),
-    Governor: governor,
-    Permit: await rateState.acquire({ bucketId: "p", rules: R }),
-    ToolLease: lease,
-    WorkLease: await governor.acquireRowSlot(),
-    PacelineGateway: new P.PacelineGateway(fakeDurableObjectState(), {}),
-    Limiter: P.createLimiter({ port: hostilePort(rand, hostile), bucketId: "b", rules: R, maxWaitMs: 100 }),
-  };
+/** Every way to get a live receiver of each class module `M` exports. */
+async function receivers(M, rand, hostile) {
+  const live = {};
+  const rateState = M.LocalRateState
+    ? new M.LocalRateState()
+    : M.GatewayRateState && new M.GatewayRateState(coreTransport(M));
+  if (M.GatewayCore) live.GatewayCore = new M.GatewayCore();
+  if (M.LocalRateState) live.LocalRateState = rateState;
+  if (M.GatewayRateState)
+    live.GatewayRateState = new M.GatewayRateState(hostilePort(M, rand, hostile), { maxWaitMs: 100 });
+  if (M.LocalBudgetState) live.LocalBudgetState = new M.LocalBudgetState();
+  if (M.GatewayBudgetState) live.GatewayBudgetState = new M.GatewayBudgetState(hostilePort(M, rand, hostile));
+  if (M.GatewayClient) live.GatewayClient = new M.GatewayClient(hostilePort(M, rand, hostile));
+  if (M.createGovernor) {
+    live.Governor = M.createGovernor({
+      adapter: "cjs_node20",
+      scope: { orgId: "o", rootRunId: "r" },
+      rateState,
+      budgetState: new M.LocalBudgetState(),
+      resolvePacing: () => (rand() < 0.7 ? { provider: "p", rules: R } : pick(rand, hostile)),
+      resolveRateScope: rand() < 0.5 ? undefined : () => pick(rand, hostile),
+    });
+    live.ToolLease = await live.Governor.acquireToolSlot({ toolId: "t" }).catch(() => undefined);
+    live.WorkLease = await live.Governor.acquireRowSlot();
+  }
+  if (rateState) live.Permit = await rateState.acquire({ bucketId: "p", rules: R });
+  if (M.PacelineGateway) live.PacelineGateway = new M.PacelineGateway(fakeDurableObjectState(), {});
+  if (M.createLimiter)
+    live.Limiter = M.createLimiter({ port: hostilePort(M, rand, hostile), bucketId: "b", rules: R, maxWaitMs: 100 });
+  return live;
 }
 
 /** The limiter is a plain object of closures: its methods, called on any receiver. */
 const LIMITER_METHODS = ["schedule", "acquire"];
 
-/** The exported functions and every method of every exported class. */
-function targets() {
+/** Module `M`'s exported functions and every method of its exported classes. */
+function targets(M) {
   const out = [];
-  for (const [name, exported] of Object.entries(P)) {
+  for (const [name, exported] of Object.entries(M)) {
     if (typeof exported !== "function" || name === "initSync" || name === "default") continue;
     const isClass = /^class\b/.test(Function.prototype.toString.call(exported));
     if (!isClass) {
@@ -222,8 +243,10 @@ function targets() {
       });
     }
   }
-  for (const key of LIMITER_METHODS) {
-    out.push({ name: `Limiter#${key}`, cls: "Limiter", limiterMethod: key, arity: 2 });
+  if (M.createLimiter) {
+    for (const key of LIMITER_METHODS) {
+      out.push({ name: `Limiter#${key}`, cls: "Limiter", limiterMethod: key, arity: 2 });
+    }
   }
   return out;
 }
@@ -232,7 +255,7 @@ function targets() {
  * `{ finding }`. `passedThrough` holds the
  * values the caller's own ports and callbacks may throw, which reach it
  * unchanged. */
-async function judge(run, passedThrough) {
+async function judge(run, passedThrough, codes) {
   let timer;
   try {
     await Promise.race([
@@ -245,7 +268,7 @@ async function judge(run, passedThrough) {
   } catch (thrown) {
     if (sentinels.has(thrown) || passedThrough.has(thrown)) return { ok: "passed through" };
     if (thrown?.timeout === true) return { finding: `did not settle within ${SETTLE_MS} ms` };
-    if (thrown instanceof Error && typeof thrown.code === "string" && CODES.has(thrown.code)) return { ok: "coded" };
+    if (thrown instanceof Error && typeof thrown.code === "string" && codes.has(thrown.code)) return { ok: "coded" };
     const name = thrown instanceof Error ? thrown.constructor.name : typeof thrown;
     const message = String(thrown?.message ?? (typeof thrown === "symbol" ? "a symbol" : thrown));
     return { finding: `${name}: ${message.slice(0, 100)}` };
@@ -266,11 +289,17 @@ function describeArg(v) {
   }
 }
 
-test(`every exported function and method survives ${CASES} hostile calls (seed ${SEED})`, async () => {
+for (const [moduleName, M] of Object.entries(MODULES)) {
+  test(`${moduleName}: every exported function and method survives ${CASES} hostile calls (seed ${SEED})`, () =>
+    fuzz(M, moduleName));
+}
+
+async function fuzz(M, moduleName) {
   const rand = prng(SEED);
   const hostile = hostileValues();
   const passedThrough = new Set(hostile);
-  const all = targets();
+  const codes = new Set(M.ERROR_CODES);
+  const all = targets(M);
   const uncaught = [];
   const onUncaught = (e) => uncaught.push(`uncaught: ${e?.stack ?? e}`);
   process.on("uncaughtException", onUncaught);
@@ -278,9 +307,9 @@ test(`every exported function and method survives ${CASES} hostile calls (seed $
   const findings = new Map();
   const counts = { calls: 0, returned: 0, coded: 0, "passed through": 0, wrongReceiver: 0 };
   try {
-    let live = await receivers(rand, hostile);
+    let live = await receivers(M, rand, hostile);
     for (let i = 0; i < CASES; i++) {
-      if (i % 50 === 49) live = await receivers(rand, hostile);
+      if (i % 50 === 49) live = await receivers(M, rand, hostile);
       const target = all[i % all.length];
       const args = Array.from({ length: target.arity + (rand() < 0.3 ? 1 : 0) }, () => value(rand, hostile));
       if (target.name === "GatewayCore#acquire" && rand() < 0.5) args[1] = NOW;
@@ -297,7 +326,7 @@ test(`every exported function and method survives ${CASES} hostile calls (seed $
       const call = target.limiterMethod
         ? () => live.Limiter[target.limiterMethod].apply(self, args)
         : () => target.call(self, args);
-      const verdict = await judge(call, passedThrough);
+      const verdict = await judge(call, passedThrough, codes);
       if (verdict.finding) {
         const key = `${target.name}: ${verdict.finding}`;
         if (!findings.has(key)) findings.set(key, `case ${i}, args ${args.map(describeArg).join(", ")}`);
@@ -310,11 +339,11 @@ test(`every exported function and method survives ${CASES} hostile calls (seed $
     process.off("unhandledRejection", onUncaught);
   }
   console.log(
-    `fuzz: seed ${SEED}, ${counts.calls} calls over ${all.length} entry points: ` +
+    `fuzz of ${moduleName}: seed ${SEED}, ${counts.calls} calls over ${all.length} entry points: ` +
       `${counts.returned} returned, ${counts.coded} coded errors, ` +
       `${counts["passed through"]} of the caller's own exceptions passed through, ${counts.wrongReceiver} with a wrong receiver, ` +
       `${findings.size} distinct findings, ${uncaught.length} uncaught`,
   );
   const report = [...findings].map(([k, v]) => `${k}\n    (${v})`).concat(uncaught);
   assert.equal(report.length, 0, `\n${report.join("\n")}`);
-});
+}

@@ -74,6 +74,13 @@
 //!   2.92% 429s; no hidden-limit figure moved. Letting go for a second step
 //!   only: 61%. Dropping the curve's bound once let go as well: 67% and
 //!   71%, but the drifting limit at 3.03% and the demo's case at 2.61%.
+//!   Jumping to the leash's whole reach once it lets go, rather than
+//!   following the curve there: b's raised half 74.5% -> 79% and 73.5%
+//!   -> 77.5% (the simulated provider answering 429s at once), the
+//!   hidden limit back a second sooner; but a refused jump's reading errs
+//!   high (calls in flight), and read as a plain limit it brings back the
+//!   demo's fall to 11 of 15 after a false let-go, while read as a guess
+//!   (no trend followed) it took the drifting limit to 3.2-3.5% 429s.
 //!   Probing more often does not buy b's raised half: a hold of 4 s
 //!   instead of 8 took the hidden limit to 2.33% 429s for 61% there.
 //! - `READ_BETA` 0.95 and `READ_PLATEAU` 0.99: a sliding window's count

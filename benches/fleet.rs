@@ -22,7 +22,7 @@ use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 mod adaptive;
 use adaptive::{
     demo_through_call_tool, demo_through_stalling_call_tool, hidden_limit_rises,
-    hidden_limit_rises_part_way, rising_limit_rows,
+    hidden_limit_rises_part_way, late_refusal_rows, rising_limit_rows,
 };
 
 fn row(
@@ -335,6 +335,7 @@ fn main() {
                 )
             },
         );
+        late_refusal_rows(h);
     }
     demo_through_call_tool();
     demo_through_stalling_call_tool();

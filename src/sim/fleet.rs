@@ -36,9 +36,13 @@ pub struct FleetConfig {
     pub callers_per_isolate: usize,
     pub rule: PacingRule,
     pub duration_ms: Millis,
-    /// How long the provider takes to answer a call it accepts (it refuses
-    /// at once).
+    /// How long the provider takes to answer a call it accepts.
     pub call_latency_ms: Millis,
+    /// How long a 429 takes to reach the caller: 0 for a provider that
+    /// refuses at its front door, more for one whose refusals come from
+    /// behind its own gateway or across the world. The refused call holds
+    /// nothing at the provider meanwhile.
+    pub refusal_latency_ms: Millis,
     /// One gateway round trip.
     pub gateway_latency_ms: Millis,
     /// The provider's true limit: from each offset (ms since start) on,
@@ -78,6 +82,7 @@ impl FleetConfig {
             rule: PacingRule::new(20, 1_000),
             duration_ms: 120_000,
             call_latency_ms: 40,
+            refusal_latency_ms: 0,
             gateway_latency_ms: 10,
             true_limit: vec![(0, 20)],
             true_max_concurrency: None,
@@ -178,6 +183,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         rules: vec![config.rule.clone()],
         budget_limit: config.budget_limit,
         call_latency_ms: config.call_latency_ms,
+        refusal_latency_ms: config.refusal_latency_ms,
         end,
         pacer_options: config.pacer.clone(),
         per_request_state: config.per_request_state,
@@ -310,6 +316,7 @@ struct Shared {
     rules: Vec<PacingRule>,
     budget_limit: Option<u64>,
     call_latency_ms: Millis,
+    refusal_latency_ms: Millis,
     end: Millis,
     pacer_options: PacerOptions,
     per_request_state: bool,
@@ -403,6 +410,8 @@ impl Shared {
                 .sleep(self.call_latency_ms + self.call_holds.draw())
                 .await;
             self.provider.end();
+        } else if self.refusal_latency_ms > 0 {
+            self.rt.sleep(self.refusal_latency_ms).await;
         }
         if !isolate.alive.get() {
             std::mem::forget(permit);

@@ -60,13 +60,12 @@
 //   (after node js/scripts/build.mjs)
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { Miniflare } from "miniflare";
-import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { bundleWorker, bundleWorkerSource, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
 import { timeIt } from "./lib/time-it.mjs";
 
 const { values } = parseArgs({ options: { baseline: { type: "string" }, runs: { type: "string", default: "11" } } });
@@ -258,25 +257,23 @@ function sizeOf(dir, module) {
   return { raw: statSync(wasmPath).size, gzip: gzipSync(readFileSync(wasmPath), { level: 9 }).length };
 }
 
-const work = mkdtempSync(join(tmpdir(), "paceline-cold-"));
-process.on("exit", () => rmSync(work, { recursive: true, force: true }));
-const emptyPath = join(work, "empty.mjs");
-writeFileSync(emptyPath, emptySource);
-const empty = { options: await bundleWorker(emptyPath), workerd: [], workerdPermit: [], startup: [] };
+const empty = {
+  options: await bundleWorkerSource("empty.mjs", emptySource),
+  workerd: [],
+  workerdPermit: [],
+  startup: [],
+};
 const gateway = {
   name: "gateway",
   ...(await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"))),
   durableObjects: { PACELINE_GATEWAY: "PacelineGateway" },
 };
 for (const [i, p] of packages.entries()) {
-  const probePath = join(work, `probe-${i}.mjs`);
-  writeFileSync(probePath, probeSource(p));
-  p.options = await bundleWorker(probePath, p.dir);
+  p.options = await bundleWorkerSource(`probe-${i}.mjs`, probeSource(p), p.dir);
   if (p.remote)
     p.options = { workers: [{ name: "probe", ...p.options, serviceBindings: { GATEWAY: "gateway" } }, gateway] };
-  const importOnlyPath = join(work, `import-only-${i}.mjs`);
-  writeFileSync(importOnlyPath, importOnlySource(p.specifier));
-  p.importOnly = { options: await bundleWorker(importOnlyPath, p.dir), workerd: [], workerdPermit: [], startup: [] };
+  const importOnly = await bundleWorkerSource(`import-only-${i}.mjs`, importOnlySource(p.specifier), p.dir);
+  p.importOnly = { options: importOnly, workerd: [], workerdPermit: [], startup: [] };
   p.workerd = [];
   p.workerdPermit = [];
   p.startup = [];
@@ -285,9 +282,7 @@ for (const [i, p] of packages.entries()) {
   p.size = `${raw} B raw, ${gzip} B gzip -9`;
 }
 for (const [i, h] of hosts.entries()) {
-  const hostPath = join(work, `host-${i}.mjs`);
-  writeFileSync(hostPath, h.source);
-  const bundle = await bundleWorker(hostPath);
+  const bundle = await bundleWorkerSource(`host-${i}.mjs`, h.source);
   const shipped = [...readFileSync(bundle.scriptPath, "utf8").matchAll(/from "\.\/(\w+)_bg\.wasm"/g)].map((m) => m[1]);
   assert.deepEqual(shipped.sort(), [...h.modules].sort(), `${h.name} ships ${shipped}`);
   h.options = { ...bundle, durableObjects: { PACELINE_GATEWAY: "PacelineGateway" } };

@@ -7,11 +7,9 @@
 //    empty request's) is divided by N;
 //  - Durable Object gateway acquires per second for one bucket.
 // Usage: node js/bench/workerd-figures.mjs (after node js/scripts/build.mjs)
-import { writeFileSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
-import { bundleWorker, repoRoot } from "../lib/bundle-worker.mjs";
+import { bundleWorker, bundleWorkerSource, repoRoot } from "../lib/bundle-worker.mjs";
 import { timeIt } from "./lib/time-it.mjs";
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
@@ -34,11 +32,7 @@ export default {
   },
 };`;
 
-const work = mkdtempSync(join(tmpdir(), "paceline-figures-"));
-process.on("exit", () => rmSync(work, { recursive: true, force: true }));
-const probePath = join(work, "probe.mjs");
-writeFileSync(probePath, probeSource);
-const probeOptions = await bundleWorker(probePath);
+const probeOptions = await bundleWorkerSource("probe.mjs", probeSource);
 
 const cold = [];
 const warm = [];

@@ -3,7 +3,7 @@
 // export condition, and the .wasm stays a separate module that workerd
 // compiles (module rule CompiledWasm).
 import { build } from "esbuild";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,14 +24,22 @@ process.on("exit", () => {
  * `npm install ./pkg` would, by link), bundles `entryPath` there, and
  * returns Miniflare options for the result.
  */
-export async function bundleWorker(entryPath, pkg = pkgDir) {
+export function bundleWorker(entryPath, pkg = pkgDir) {
+  return bundle(basename(entryPath), (to) => copyFileSync(entryPath, to), pkg);
+}
+
+/** {@link bundleWorker} for an entry given as its source text, as file `name`. */
+export function bundleWorkerSource(name, source, pkg = pkgDir) {
+  return bundle(name, (to) => writeFileSync(to, source), pkg);
+}
+
+async function bundle(entryName, placeEntry, pkg) {
   const work = mkdtempSync(join(tmpdir(), "paceline-worker-"));
   bundles.add(work);
   mkdirSync(join(work, "node_modules"));
   symlinkSync(pkg, join(work, "node_modules", "paceline"), "dir");
   const out = join(work, "out");
-  const entryName = basename(entryPath);
-  copyFileSync(entryPath, join(work, entryName));
+  placeEntry(join(work, entryName));
   await build({
     entryPoints: [join(work, entryName)],
     outfile: join(out, "worker.mjs"),

@@ -7,13 +7,12 @@
 // entry exports the full entry's API less those parts. Real time;
 // the assertions are invariants of the schedule, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
-import { bundleWorker, repoRoot } from "../lib/bundle-worker.mjs";
+import { bundleWorker, bundleWorkerSource, repoRoot } from "../lib/bundle-worker.mjs";
 import { assertFivePerSecond, describeModuleEntries } from "../lib/module-entries.mjs";
 
 const clientWorker = `
@@ -56,15 +55,7 @@ describe("the client module in workerd, beside a gateway Worker", () => {
   let mf;
   let clientOptions;
   before(async () => {
-    const work = mkdtempSync(join(tmpdir(), "paceline-client-module-"));
-    try {
-      const entry = join(work, "client-worker.mjs");
-      writeFileSync(entry, clientWorker);
-      clientOptions = await bundleWorker(entry);
-    } finally {
-      // bundleWorker bundles a copy of the entry, in a folder of its own.
-      rmSync(work, { recursive: true, force: true });
-    }
+    clientOptions = await bundleWorkerSource("client-worker.mjs", clientWorker);
     const gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
     mf = new Miniflare({
       workers: [

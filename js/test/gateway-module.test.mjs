@@ -6,12 +6,11 @@
 // meet only through a transport's bytes. Real time; the assertions are
 // invariants of the schedule, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Miniflare } from "miniflare";
-import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { bundleWorker, bundleWorkerSource, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
 import { assertFivePerSecond } from "../lib/module-entries.mjs";
 
 // A client Worker that paces through a gateway Worker over a service binding.
@@ -105,18 +104,9 @@ describe("the gateway module in workerd", () => {
   let gatewayOptions;
   let oneOptions;
   before(async () => {
-    const work = mkdtempSync(join(tmpdir(), "paceline-gateway-module-"));
-    let clientOptions;
-    try {
-      writeFileSync(join(work, "client-worker.mjs"), clientWorker);
-      writeFileSync(join(work, "one-worker.mjs"), oneWorker);
-      clientOptions = await bundleWorker(join(work, "client-worker.mjs"));
-      gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
-      oneOptions = await bundleWorker(join(work, "one-worker.mjs"));
-    } finally {
-      // bundleWorker bundles a copy of each entry, in a folder of its own.
-      rmSync(work, { recursive: true, force: true });
-    }
+    const clientOptions = await bundleWorkerSource("client-worker.mjs", clientWorker);
+    gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
+    oneOptions = await bundleWorkerSource("one-worker.mjs", oneWorker);
     const gatewayObject = {
       durableObjects: { PACELINE_GATEWAY: "PacelineGateway" },
       bindings: { PACELINE_WINDOW_GUARD_MS: "0" },

@@ -7,12 +7,11 @@
 // the governor's. Real time; the assertions are invariants of the
 // schedule, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Miniflare } from "miniflare";
-import { bundleWorker, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
+import { bundleWorker, bundleWorkerSource, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
 import { assertFivePerSecond, describeModuleEntries } from "../lib/module-entries.mjs";
 
 const limiterWorker = `
@@ -36,15 +35,7 @@ describe("the limiter module in workerd, beside a gateway Worker", () => {
   let mf;
   let limiterOptions;
   before(async () => {
-    const work = mkdtempSync(join(tmpdir(), "paceline-limiter-module-"));
-    try {
-      const entry = join(work, "limiter-worker.mjs");
-      writeFileSync(entry, limiterWorker);
-      limiterOptions = await bundleWorker(entry);
-    } finally {
-      // bundleWorker bundles a copy of the entry, in a folder of its own.
-      rmSync(work, { recursive: true, force: true });
-    }
+    limiterOptions = await bundleWorkerSource("limiter-worker.mjs", limiterWorker);
     const gatewayOptions = await bundleWorker(join(repoRoot, "js/examples/gateway-worker.mjs"));
     mf = new Miniflare({
       workers: [

@@ -6,12 +6,9 @@
 // no I/O, draw no random values and set no timer. Real workerd, real time;
 // the assertions are outcomes, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Miniflare } from "miniflare";
-import { bundleWorker } from "../lib/bundle-worker.mjs";
+import { bundleWorkerSource } from "../lib/bundle-worker.mjs";
 
 const worker = `
 import { env } from "cloudflare:workers";
@@ -33,15 +30,8 @@ export default {
 describe("a GatewayRateState over gatewayPort(env) built at a Worker's top level", () => {
   let mf;
   before(async () => {
-    const work = mkdtempSync(join(tmpdir(), "paceline-module-scope-env-"));
-    try {
-      const entry = join(work, "module-scope-env-worker.mjs");
-      writeFileSync(entry, worker);
-      mf = new Miniflare({ ...(await bundleWorker(entry)), durableObjects: { PACELINE_GATEWAY: "PacelineGateway" } });
-    } finally {
-      // bundleWorker bundles a copy of the entry, in a folder of its own.
-      rmSync(work, { recursive: true, force: true });
-    }
+    const options = await bundleWorkerSource("module-scope-env-worker.mjs", worker);
+    mf = new Miniflare({ ...options, durableObjects: { PACELINE_GATEWAY: "PacelineGateway" } });
     await mf.ready;
   });
   after(() => mf?.dispose());

@@ -8,12 +8,9 @@
 // exception, a wasm trap or a promise that never settles. Real workerd,
 // real time; the assertions are outcomes, not durations.
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { Miniflare } from "miniflare";
-import { bundleWorker } from "../lib/bundle-worker.mjs";
+import { bundleWorkerSource } from "../lib/bundle-worker.mjs";
 
 const worker = `
 import { GatewayCore, GatewayRateState, LocalRateState, coreTransport, createGovernor } from "paceline";
@@ -63,15 +60,7 @@ export default {
 describe("states built at a Worker's top level", () => {
   let mf;
   before(async () => {
-    const work = mkdtempSync(join(tmpdir(), "paceline-module-scope-"));
-    try {
-      const entry = join(work, "module-scope-worker.mjs");
-      writeFileSync(entry, worker);
-      mf = new Miniflare(await bundleWorker(entry));
-    } finally {
-      // bundleWorker bundles a copy of the entry, in a folder of its own.
-      rmSync(work, { recursive: true, force: true });
-    }
+    mf = new Miniflare(await bundleWorkerSource("module-scope-worker.mjs", worker));
     await mf.ready;
   });
   after(() => mf?.dispose());

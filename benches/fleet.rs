@@ -21,8 +21,8 @@ use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 #[path = "fleet/adaptive.rs"]
 mod adaptive;
 use adaptive::{
-    demo_through_call_tool, demo_through_stalling_call_tool, hidden_limit_rises,
-    hidden_limit_rises_part_way, late_refusal_rows, rising_limit_rows,
+    demo_through_call_tool, demo_through_stalling_call_tool, far_provider_rows, hidden_limit_rises,
+    hidden_limit_rises_part_way, rising_limit_rows,
 };
 
 fn row(
@@ -335,7 +335,7 @@ fn main() {
                 )
             },
         );
-        late_refusal_rows(h);
+        far_provider_rows(h);
     }
     demo_through_call_tool();
     demo_through_stalling_call_tool();

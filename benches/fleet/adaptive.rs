@@ -1,8 +1,7 @@
 //! The fleet benchmark's adaptive rows that run a scenario more than once
 //! or through its own runner: a hidden limit's rise at each of several
 //! seconds, peer scenario b's shape, and the demo's case through
-//! `callTool`; and the adaptive cases again against a provider whose
-//! 429s come back late.
+//! `callTool`; and the adaptive cases again against a provider far away.
 
 use std::time::Instant;
 
@@ -244,16 +243,14 @@ fn ideal_prober_raised_half(rises: std::ops::RangeInclusive<u64>) -> (f64, f64) 
 /// A row's figures from its run.
 type Figures = dyn Fn(&FleetReport) -> String;
 
-/// The adaptive cases against a provider whose 429s take `latency` to come
-/// back (the simulated provider otherwise answers them at once, as the
-/// peer benchmark's does): every other figure is measured with prompt
-/// refusals, and these say how far they hold when the provider's refusals
-/// come from behind its own gateway or across the world. Reported, not
-/// asserted.
-pub fn late_refusal_rows(horizon: u64) {
+/// The adaptive cases against a provider whose answers (accepted or 429)
+/// take `latency` more to come back: every other row has the provider
+/// next door, as the peer benchmark's is, and these say how far their
+/// figures hold for one across the world. Reported, not asserted.
+pub fn far_provider_rows(horizon: u64) {
     for latency in [40, 250] {
         let late = |mut config: FleetConfig| {
-            config.refusal_latency_ms = latency;
+            config.answer_latency_ms = latency;
             config
         };
         let rows: [(&str, FleetConfig, &Figures); 4] = [
@@ -310,7 +307,7 @@ pub fn late_refusal_rows(horizon: u64) {
             let start = Instant::now();
             let r = run_fleet(&config);
             println!(
-                "| {label}, 429s back after {latency} ms | {horizon} | {} | {} | {} | {:.4} | {} | {:.1} ms |",
+                "| {label}, answers back {latency} ms later | {horizon} | {} | {} | {} | {:.4} | {} | {:.1} ms |",
                 r.dispatches.len(),
                 r.windows_over(config.rule.requests_per_window, 1_000),
                 r.rejections.len(),

@@ -38,11 +38,12 @@ pub struct FleetConfig {
     pub duration_ms: Millis,
     /// How long the provider takes to answer a call it accepts.
     pub call_latency_ms: Millis,
-    /// How long a 429 takes to reach the caller: 0 for a provider that
-    /// refuses at its front door, more for one whose refusals come from
-    /// behind its own gateway or across the world. The refused call holds
-    /// nothing at the provider meanwhile.
-    pub refusal_latency_ms: Millis,
+    /// How long an answer takes to travel back to the caller, on top of
+    /// the way there (`jitter`'s transit): 0 for a provider next door, a
+    /// few hundred ms for one across an ocean. A call holds the provider
+    /// only while it is there (`call_latency_ms` for an accepted one, none
+    /// for a refused one).
+    pub answer_latency_ms: Millis,
     /// One gateway round trip.
     pub gateway_latency_ms: Millis,
     /// The provider's true limit: from each offset (ms since start) on,
@@ -82,7 +83,7 @@ impl FleetConfig {
             rule: PacingRule::new(20, 1_000),
             duration_ms: 120_000,
             call_latency_ms: 40,
-            refusal_latency_ms: 0,
+            answer_latency_ms: 0,
             gateway_latency_ms: 10,
             true_limit: vec![(0, 20)],
             true_max_concurrency: None,
@@ -183,7 +184,7 @@ pub fn run_fleet(config: &FleetConfig) -> FleetReport {
         rules: vec![config.rule.clone()],
         budget_limit: config.budget_limit,
         call_latency_ms: config.call_latency_ms,
-        refusal_latency_ms: config.refusal_latency_ms,
+        answer_latency_ms: config.answer_latency_ms,
         end,
         pacer_options: config.pacer.clone(),
         per_request_state: config.per_request_state,
@@ -316,7 +317,7 @@ struct Shared {
     rules: Vec<PacingRule>,
     budget_limit: Option<u64>,
     call_latency_ms: Millis,
-    refusal_latency_ms: Millis,
+    answer_latency_ms: Millis,
     end: Millis,
     pacer_options: PacerOptions,
     per_request_state: bool,
@@ -410,8 +411,9 @@ impl Shared {
                 .sleep(self.call_latency_ms + self.call_holds.draw())
                 .await;
             self.provider.end();
-        } else if self.refusal_latency_ms > 0 {
-            self.rt.sleep(self.refusal_latency_ms).await;
+        }
+        if self.answer_latency_ms > 0 {
+            self.rt.sleep(self.answer_latency_ms).await;
         }
         if !isolate.alive.get() {
             std::mem::forget(permit);

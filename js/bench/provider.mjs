@@ -13,10 +13,12 @@ const WINDOW_MS = 1000;
 export const nowMs = () => performance.timeOrigin + performance.now();
 
 /**
- * @param {{rps: number, maxConcurrency: number, latencyMs?: [number, number]}} options
- *   the true limit at the start, and the range an accepted call is held for
+ * @param {{rps: number, maxConcurrency: number, latencyMs?: [number, number], answerDelayMs?: number}} options
+ *   the true limit at the start, the range an accepted call is held for, and
+ *   how much longer every answer takes to reach the caller (a provider far
+ *   away: the call no longer holds the provider meanwhile)
  */
-export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] }) {
+export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60], answerDelayMs = 0 }) {
   let schedule = [{ atMs: -Infinity, rps, maxConcurrency }];
   // Whether every answer states the rate in force (`X-RateLimit-Limit`).
   let statesLimit = false;
@@ -31,6 +33,7 @@ export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] 
     return current;
   };
 
+  const answer = (send) => (answerDelayMs > 0 ? setTimeout(send, answerDelayMs) : send());
   const server = http.createServer((req, res) => {
     const t = nowMs();
     const limit = limitAt(t);
@@ -56,8 +59,11 @@ export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] 
       record.status = 429;
       // HTTP allows only whole seconds here, so a client learns "about one
       // second" even when the window frees up sooner.
-      res.writeHead(429, { ...stated, "retry-after": String(Math.max(1, Math.ceil(retryAfterMs / 1000))) });
-      res.end(record.reason);
+      const headers = { ...stated, "retry-after": String(Math.max(1, Math.ceil(retryAfterMs / 1000))) };
+      answer(() => {
+        res.writeHead(429, headers);
+        res.end(record.reason);
+      });
       return;
     }
     acceptedTimes.push(t);
@@ -66,8 +72,10 @@ export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60] 
     setTimeout(
       () => {
         inFlight -= 1;
-        res.writeHead(200, { ...stated, "content-type": "text/plain" });
-        res.end("ok");
+        answer(() => {
+          res.writeHead(200, { ...stated, "content-type": "text/plain" });
+          res.end("ok");
+        });
       },
       lo + Math.random() * (hi - lo),
     );

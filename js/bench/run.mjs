@@ -7,6 +7,9 @@
 //
 //   node js/bench/run.mjs [--duration-s 20] [--processes 4] [--callers 4]
 //     [--rps 20] [--max-concurrency 10] [--only naive,bottleneck] [--scenarios a,b]
+//     [--answer-delay-ms 0]
+// --answer-delay-ms makes every answer of the provider stub take that much
+// longer to come back, as a provider far away does.
 import { fork } from "node:child_process";
 import { once } from "node:events";
 import { mkdir, writeFile } from "node:fs/promises";
@@ -32,6 +35,7 @@ const { values: opts } = parseArgs({
     rps: { type: "string", default: "20" },
     "max-concurrency": { type: "string", default: "10" },
     only: { type: "string" },
+    "answer-delay-ms": { type: "string", default: "0" },
     scenarios: { type: "string" },
     out: { type: "string", default: fileURLToPath(new URL("results/", import.meta.url)) },
   },
@@ -322,7 +326,11 @@ async function main() {
 
   const redis = await startRedis();
   stops.push(redis.stop);
-  const provider = await startProvider({ ...configured, latencyMs: LATENCY_MS });
+  const provider = await startProvider({
+    ...configured,
+    latencyMs: LATENCY_MS,
+    answerDelayMs: Number(opts["answer-delay-ms"]),
+  });
   stops.push(provider.close);
   log(`redis-server ${redis.version} on ${redis.host}:${redis.port}, provider stub at ${provider.url}`);
 

@@ -1,14 +1,14 @@
 //! The fleet benchmark's adaptive rows that run a scenario more than once
 //! or through its own runner: a hidden limit's rise at each of several
 //! seconds, peer scenario b's shape, and the demo's case through
-//! `callTool`; and the adaptive cases again against a provider far away.
+//! `callTool`.
 
 use std::time::Instant;
 
 use paceline::sim::scenarios::{
-    accepted_rps, drifting_limit, drifting_limit_at, hidden_limit, overstated_rule,
-    overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool, rising_limit,
-    rising_stated_limit, time_to_reach, LIMIT_RISES_AT_MS, RISING_LIMIT_AT_MS,
+    accepted_rps, hidden_limit, overstated_rule_through_call_tool,
+    overstated_rule_through_stalling_call_tool, rising_limit, rising_stated_limit, time_to_reach,
+    RISING_LIMIT_AT_MS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -147,7 +147,7 @@ fn rising_limit_figures(r: &FleetReport, rise: u64) -> (f64, f64, bool, Option<u
 }
 
 /// One run of a rising limit with the rise at 10 s, as a table row.
-fn rising_limit_row(label: &str, config: &FleetConfig, horizon: u64) {
+pub fn rising_limit_row(label: &str, config: &FleetConfig, horizon: u64) {
     let start = Instant::now();
     let r = run_fleet(config);
     let (low, raised, late_429, back) = rising_limit_figures(&r, RISING_LIMIT_AT_MS);
@@ -238,83 +238,4 @@ fn ideal_prober_raised_half(rises: std::ops::RangeInclusive<u64>) -> (f64, f64) 
     let n = shares.len() as f64;
     let reaching = shares.iter().filter(|&&s| s >= 0.9).count() as f64;
     (shares.iter().sum::<f64>() / n, reaching / n)
-}
-
-/// A row's figures from its run.
-type Figures = dyn Fn(&FleetReport) -> String;
-
-/// The adaptive cases against a provider whose answers (accepted or 429)
-/// take `latency` more to come back: every other row has the provider
-/// next door, as the peer benchmark's is, and these say how far their
-/// figures hold for one across the world. Reported, not asserted.
-pub fn far_provider_rows(horizon: u64) {
-    for latency in [40, 250] {
-        let late = |mut config: FleetConfig| {
-            config.answer_latency_ms = latency;
-            config
-        };
-        let rows: [(&str, FleetConfig, &Figures); 4] = [
-            (
-                "hidden limit 8/s until 60 s, then 20/s",
-                late(hidden_limit(horizon)),
-                &|r| {
-                    format!(
-                    "after 5 s: 429s {:.2}%, throughput {:.1}% of 8/s; back to 95% of 20/s in {}",
-                    r.rejection_share(5_000, LIMIT_RISES_AT_MS) * 100.0,
-                    accepted_rps(r, 5_000, LIMIT_RISES_AT_MS) / 8.0 * 100.0,
-                    time_to_reach(r, LIMIT_RISES_AT_MS, 19.0)
-                        .map_or("never".into(), |ms| format!("{ms} ms"))
-                )
-                },
-            ),
-            (
-                "limit drifts as a sine 6-20/s",
-                late(drifting_limit(horizon)),
-                &|r| {
-                    let allowed: u64 = (0..240_000).step_by(1_000).map(drifting_limit_at).sum();
-                    format!(
-                        "429s {:.2}%; accepted {:.1}% of the true limit",
-                        r.rejection_share(0, 240_000) * 100.0,
-                        r.accepted_between(0, 240_000) as f64 / allowed as f64 * 100.0
-                    )
-                },
-            ),
-            (
-                "peer scenario b's shape",
-                late(rising_limit(horizon)),
-                &|r| {
-                    let (low, raised, late_429, _) = rising_limit_figures(r, RISING_LIMIT_AT_MS);
-                    format!(
-                    "low half {:.1}% of 8/s, raised half {:.1}% of 20/s; a 429 in the 2 s before the rise: {late_429}",
-                    low * 100.0,
-                    raised * 100.0
-                )
-                },
-            ),
-            (
-                "the demo's case (rule 25/s, true 15/s)",
-                late(overstated_rule(horizon)),
-                &|r| {
-                    format!(
-                        "accepted {:.1}% of 15/s; 429s {:.2}%",
-                        accepted_rps(r, 0, 60_000) / 15.0 * 100.0,
-                        r.rejection_share(0, 60_000) * 100.0
-                    )
-                },
-            ),
-        ];
-        for (label, config, figures) in rows {
-            let start = Instant::now();
-            let r = run_fleet(&config);
-            println!(
-                "| {label}, answers back {latency} ms later | {horizon} | {} | {} | {} | {:.4} | {} | {:.1} ms |",
-                r.dispatches.len(),
-                r.windows_over(config.rule.requests_per_window, 1_000),
-                r.rejections.len(),
-                r.round_trips_per_permit(),
-                figures(&r),
-                start.elapsed().as_secs_f64() * 1e3,
-            );
-        }
-    }
 }

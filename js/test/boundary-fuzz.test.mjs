@@ -1,12 +1,13 @@
 // A fuzz of every exported function and method of the built package (each
 // module's Node entry: paceline, paceline/client, paceline/limiter and
 // paceline/gateway, whose wasm is built with other features and whose glue
-// imports another wasm) with hostile values: wrong types, throwing getters, Proxies (throwing and
-// revoked), huge lengths, NaN, symbols, BigInts, cycles, wrong receivers,
-// and hostile answers from the ports and callbacks the package calls. Each
-// call must return or resolve, or throw or reject an Error whose `code` is
-// one of the documented ones (or exactly what the caller's own callback
-// threw), and settle within a bound; nothing may be thrown uncaught.
+// imports another wasm) with hostile values: wrong types, throwing getters,
+// Proxies (throwing and revoked), huge lengths, NaN, symbols, BigInts,
+// cycles, wrong receivers, and hostile answers from the ports and callbacks
+// the package calls. Each call must return or resolve, or throw or reject
+// an Error whose `code` is one of the documented ones (or exactly what the
+// caller's own callback threw), and settle within a bound; nothing may be
+// thrown uncaught.
 //
 // Runs briefly in the test command; at length with
 //   PACELINE_FUZZ_CASES=100000 node --test test/boundary-fuzz.test.mjs

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::gateway::{acquire, penalize};
+use common::gateway::{acquire, penalize, release};
 use paceline::gateway::{handle, GatewayConfig, GatewayCore};
 use paceline::protocol::{
     decode, AcquireRequest, ObserveRequest, PacingRule, PenalizeRequest, QuotaReport, SlotKind,
@@ -94,6 +94,55 @@ fn after_a_15_s_outage_the_rule_is_back_within_seconds_not_minutes() {
     assert!(
         after >= 190,
         "{after} calls in the 10 s from 5 s after the end"
+    );
+}
+
+/// Bug: a permit given back unused still counted as sent, so a cut read
+/// what the provider took from permits nobody dispatched. An isolate that
+/// asked for a second at 25/s and could use half of it (calls answered
+/// slowly) had its 429s read as a limit of 23, and the rate went there;
+/// each later 429 then cut a little further.
+#[test]
+fn permits_given_back_unused_are_not_read_as_accepted_bug_a_half_used_block_read_as_23() {
+    let rules = [per_second(25)];
+    let cut_after = |give_back: bool, taken_again: bool| {
+        let mut g = core();
+        let granted = g
+            .acquire(&acquire("org:p", &rules, 25), T0)
+            .unwrap()
+            .scheduled_at_ms
+            .unwrap();
+        assert_eq!(granted.len(), 25);
+        if give_back {
+            let mut back = release("org:p", &rules, Vec::new());
+            back.returned_at_ms = granted.iter().copied().filter(|&t| t > T0 + 500).collect();
+            assert_eq!(back.returned_at_ms.len(), 12);
+            g.release(&back, T0 + 500).unwrap();
+        }
+        if taken_again {
+            let again = g.acquire(&acquire("org:p", &rules, 12), T0 + 500).unwrap();
+            assert_eq!(again.scheduled_at_ms.unwrap().first(), Some(&(T0 + 520)));
+        }
+        // Two 429s: one in 25 grants is taken for noise.
+        for at in [T0 + 990, T0 + 1_000] {
+            g.penalize(&penalize("org:p", 1_000), at).unwrap();
+        }
+        rate(&mut g, "org:p", T0 + 1_000)
+    };
+    let all_sent = cut_after(false, false);
+    let half_sent = cut_after(true, false);
+    let sent_by_another = cut_after(true, true);
+    assert!(
+        (20.0..25.0).contains(&all_sent),
+        "25 sent, two refused: cut to about 23, not {all_sent}"
+    );
+    assert!(
+        half_sent <= 13.0,
+        "13 sent, two refused: cut to at most 13, not {half_sent}"
+    );
+    assert_eq!(
+        sent_by_another, all_sent,
+        "times given back and granted to another isolate count again"
     );
 }
 

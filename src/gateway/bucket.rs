@@ -252,6 +252,20 @@ impl Bucket {
         self.returns.granted(ceil_ms(at));
     }
 
+    /// Takes back the granted times a client will not use (see
+    /// [`super::returns::ReturnPool::give_back`]). Each one taken leaves
+    /// the count of what the provider was sent, until it is granted again:
+    /// counted, an unused permit read as one the provider accepted, and a
+    /// cut read over a block its isolate could not use went to a limit
+    /// above the provider's.
+    pub(super) fn take_back(&mut self, times: &[u64], now_ms: u64) {
+        for &at in times {
+            if self.returns.give_back(&[at], now_ms) == 1 {
+                self.throughput.ungranted(micros(at));
+            }
+        }
+    }
+
     /// The adaptive rate's spacing, or none when no adaptive rule applies.
     pub(super) fn adaptive_interval(&self) -> Micros {
         self.effective_rps().map_or(0, interval_for_rps)

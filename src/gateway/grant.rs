@@ -117,7 +117,10 @@ impl Bucket {
                 Some(_) => None,
             };
             let at_ms = match returned {
-                Some(at_ms) => at_ms,
+                Some(at_ms) => {
+                    self.throughput.granted(micros(at_ms), now);
+                    at_ms
+                }
                 None => {
                     let at = self.next_free(earliest.max(slot_ready.unwrap_or(0)));
                     let parks = park_after

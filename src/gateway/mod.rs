@@ -189,7 +189,7 @@ impl GatewayCore {
         bucket.concurrency.observe(&req.rules, now);
         bucket.retire(now);
         bucket.mature(now);
-        bucket.returns.give_back(&req.returned_at_ms, now_ms);
+        bucket.take_back(&req.returned_at_ms, now_ms);
         if !req.released_lease_ids.is_empty() {
             bucket
                 .leases
@@ -312,7 +312,7 @@ impl GatewayCore {
         let released = self.buckets.get_mut(&req.bucket_id).map_or(0, |b| {
             // Times come back only under the rules that spaced them.
             if !req.returned_at_ms.is_empty() && b.signature == signature {
-                b.returns.give_back(&req.returned_at_ms, now_ms);
+                b.take_back(&req.returned_at_ms, now_ms);
             }
             b.leases
                 .release(&req.lease_ids, now, micros(self.config.lease_ttl_ms))

@@ -5,8 +5,10 @@
 //! limiter over a sliding or fixed window refuses exactly what is past its
 //! count), so a cut can go to that rate instead of a guessed fraction.
 //!
-//! Granted is an upper bound on dispatched (a permit may go unused), so the
-//! reading errs high: a cut to it is never deeper than what was accepted.
+//! A permit given back unused leaves the count until it is granted again.
+//! Granted is still an upper bound on dispatched (a permit may pass unused
+//! without coming back), so the reading errs high: a cut to it is never
+//! deeper than what was accepted.
 //! The memory is bounded by slots, not permits, whatever the rate.
 
 use super::timeline::Micros;
@@ -73,6 +75,14 @@ impl Throughput {
     pub fn granted(&mut self, at: Micros, now: Micros) {
         self.forget_before(now);
         add(&mut self.granted, at);
+    }
+
+    /// A permit granted for `at` came back unused.
+    pub fn ungranted(&mut self, at: Micros) {
+        let slot = at - at % SLOT_US;
+        if let Some((_, n)) = self.granted.iter_mut().find(|(s, _)| *s == slot) {
+            *n = n.saturating_sub(1);
+        }
     }
 
     pub fn refused(&mut self, now: Micros) {

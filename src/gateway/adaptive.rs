@@ -25,8 +25,9 @@
 //!
 //! 429s within one overload (before the permits granted ahead of the cut
 //! have gone out) are one event. Outside a probe, a 429 counts only when
-//! 429s are at least `NOISE_SHARE` of the permits granted lately: a
-//! provider that refuses 1% of calls at random is not asking for less.
+//! 429s are at least `NOISE_SHARE` of the permits granted lately (less those
+//! given back unused): a provider that refuses 1% of calls at random is not
+//! asking for less.
 //!
 //! An outage is not a lower limit. Cuts with no credited time between them
 //! form a run; the rate before the run is its memory. When a run would take
@@ -356,6 +357,16 @@ impl AdaptiveRate {
         if let Some(p) = &mut self.pause {
             p.probe_at.get_or_insert(at);
         }
+    }
+
+    /// A granted permit came back unused: it is not a call the provider
+    /// may refuse, until it is granted again.
+    pub fn on_return(&mut self) {
+        self.granted = (self.granted - 1.0).max(0.0);
+    }
+
+    pub fn on_grant_again(&mut self) {
+        self.granted += 1.0;
     }
 
     /// Credits the curve with the time up to `now - MATURITY_US` during

@@ -262,7 +262,18 @@ impl Bucket {
         for &at in times {
             if self.returns.give_back(&[at], now_ms) == 1 {
                 self.throughput.ungranted(micros(at));
+                if let Some(a) = &mut self.adaptive {
+                    a.on_return();
+                }
             }
+        }
+    }
+
+    /// A time given back is granted again at `now`.
+    pub(super) fn grant_again(&mut self, at_ms: u64, now: Micros) {
+        self.throughput.granted(micros(at_ms), now);
+        if let Some(a) = &mut self.adaptive {
+            a.on_grant_again();
         }
     }
 

@@ -118,7 +118,7 @@ impl Bucket {
             };
             let at_ms = match returned {
                 Some(at_ms) => {
-                    self.throughput.granted(micros(at_ms), now);
+                    self.grant_again(at_ms, now);
                     at_ms
                 }
                 None => {

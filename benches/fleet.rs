@@ -21,8 +21,8 @@ use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 #[path = "fleet/adaptive.rs"]
 mod adaptive;
 use adaptive::{
-    demo_through_call_tool, demo_through_stalling_call_tool, hidden_limit_rises,
-    hidden_limit_rises_part_way, rising_limit_row, rising_limit_rows,
+    demo_through_call_tool, demo_through_stalling_call_tool, drifting_limit_phases,
+    hidden_limit_rises, hidden_limit_rises_part_way, rising_limit_row, rising_limit_rows,
 };
 
 fn row(
@@ -366,6 +366,7 @@ fn main() {
             &drifting_limit(h),
             drifting_limit_figures,
         );
+        drifting_limit_phases(h);
         row(
             "rule 25/s, true limit 15/s (the demo's case), 8 isolates x 2 callers, 60 s",
             h,

@@ -97,6 +97,24 @@ fn after_a_15_s_outage_the_rule_is_back_within_seconds_not_minutes() {
     );
 }
 
+/// One client granted a second of a 25/s rule at `T0`, 40 ms apart; with
+/// `give_back`, at `T0 + 500` it gives back the 12 still ahead (its callers
+/// used the first 13).
+fn a_second_granted(g: &mut GatewayCore, rules: &[PacingRule], give_back: bool) {
+    let granted = g
+        .acquire(&acquire("org:p", rules, 25), T0)
+        .unwrap()
+        .scheduled_at_ms
+        .unwrap();
+    assert_eq!(granted.len(), 25);
+    if give_back {
+        let mut back = release("org:p", rules, Vec::new());
+        back.returned_at_ms = granted.into_iter().filter(|&t| t > T0 + 500).collect();
+        assert_eq!(back.returned_at_ms.len(), 12);
+        g.release(&back, T0 + 500).unwrap();
+    }
+}
+
 /// Bug: a permit given back unused still counted as sent, so a cut read
 /// what the provider took from permits nobody dispatched. An isolate that
 /// asked for a second at 25/s and could use half of it (calls answered
@@ -107,18 +125,7 @@ fn permits_given_back_unused_are_not_read_as_accepted_bug_a_half_used_block_read
     let rules = [per_second(25)];
     let cut_after = |give_back: bool, taken_again: bool| {
         let mut g = core();
-        let granted = g
-            .acquire(&acquire("org:p", &rules, 25), T0)
-            .unwrap()
-            .scheduled_at_ms
-            .unwrap();
-        assert_eq!(granted.len(), 25);
-        if give_back {
-            let mut back = release("org:p", &rules, Vec::new());
-            back.returned_at_ms = granted.iter().copied().filter(|&t| t > T0 + 500).collect();
-            assert_eq!(back.returned_at_ms.len(), 12);
-            g.release(&back, T0 + 500).unwrap();
-        }
+        a_second_granted(&mut g, &rules, give_back);
         if taken_again {
             let again = g.acquire(&acquire("org:p", &rules, 12), T0 + 500).unwrap();
             assert_eq!(again.scheduled_at_ms.unwrap().first(), Some(&(T0 + 520)));
@@ -154,14 +161,7 @@ fn permits_given_back_unused_are_not_read_as_accepted_bug_a_half_used_block_read
 fn a_429_is_weighed_against_the_permits_not_given_back_bug_one_in_13_sent_taken_for_noise() {
     let rules = [per_second(25)];
     let mut g = core();
-    let granted = g
-        .acquire(&acquire("org:p", &rules, 25), T0)
-        .unwrap()
-        .scheduled_at_ms
-        .unwrap();
-    let mut back = release("org:p", &rules, Vec::new());
-    back.returned_at_ms = granted.into_iter().filter(|&t| t > T0 + 500).collect();
-    g.release(&back, T0 + 500).unwrap();
+    a_second_granted(&mut g, &rules, true);
     g.penalize(&penalize("org:p", 1_000), T0 + 1_000).unwrap();
     let after = rate(&mut g, "org:p", T0 + 1_000);
     assert!(

@@ -12,9 +12,9 @@ use paceline::sim::scenarios::{
     accepted_rps, at_the_edge, bursty, churning, concurrency_with_deaths, drifting_limit,
     drifting_limit_at, fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
     overstated_rule, per_request_state, provider_outage, ramp, rate_bound_slots, rising_limit,
-    saturated, saturated_fleet, shape_figures, slot_bound, sparse, ten_slots_bind, time_to_reach,
-    DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS,
-    SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
+    rising_stated_limit, saturated, saturated_fleet, shape_figures, slot_bound, slow_answers,
+    sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS,
+    OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -117,6 +117,36 @@ fn far_provider_rows(horizon: u64) {
             &far(overstated_rule(horizon)),
             overstated_rule_figures,
         );
+    }
+}
+
+/// Peer scenario a's, b's and c's shapes with every answer 2 s later (a
+/// model's reply): each call holds its slot about 2 s, so the ten slots
+/// bind at about 5 calls a second. The gateway round trips per permit are
+/// what these rows are for: under b's hidden and c's stated limit the
+/// gateway streams no slots, and the calls outlast a slot's spacing.
+fn slow_answer_rows(horizon: u64) {
+    let calls_per_s = |r: &FleetReport| {
+        format!(
+            "{:.2} calls/s in the first 20 s",
+            r.dispatches_between(0, 20_000) as f64 / 20.0
+        )
+    };
+    for (label, config) in [
+        (
+            "peer scenario a's fleet and rule, answers back 2 s later",
+            rate_bound_slots(horizon),
+        ),
+        (
+            "peer scenario b's shape, answers back 2 s later",
+            rising_limit(horizon),
+        ),
+        (
+            "peer scenario c's shape, answers back 2 s later",
+            rising_stated_limit(horizon),
+        ),
+    ] {
+        row(label, horizon, &slow_answers(config), calls_per_s);
     }
 }
 
@@ -385,6 +415,7 @@ fn main() {
             },
         );
         far_provider_rows(h);
+        slow_answer_rows(h);
     }
     demo_through_call_tool();
     demo_through_stalling_call_tool();

@@ -7,8 +7,8 @@ use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     accepted_rps, drifting_limit, drifting_limit_at, fixed_window_quota, hidden_limit,
     noisy_provider, overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool,
-    provider_outage, rising_limit, rising_stated_limit, time_to_reach, FLEET_HORIZON_MS,
-    LIMIT_RISES_AT_MS, PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
+    provider_outage, rate_bound_slots, rising_limit, rising_stated_limit, slow_answers,
+    time_to_reach, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -362,5 +362,36 @@ fn a_reading_one_call_off_is_not_a_falling_limit_bug_the_demo_sat_at_11_of_15() 
             accepted[2..].iter().all(|&n| n >= 12),
             "stalls up to {max_stall_ms} ms, seed {seed}: a second under 12: {accepted:?}"
         );
+    }
+}
+
+/// Bug: under a cut or a stated cap the gateway streams no slots, and an
+/// isolate whose calls outlast a slot's spacing still asks for streamed
+/// ones. Refused for want of a free slot, it was told to look again within
+/// 25-100 ms, though a slot frees only as a 2 s call ends: peer scenario
+/// b's and c's fleets with every answer 2 s later made 6.8 and 9.2-10.7
+/// gateway round trips per call, against 0.5 with the limit known. Such a
+/// client now takes its turn at the slots as a client refused one does.
+#[test]
+fn calls_that_outlast_a_slot_s_spacing_wait_for_a_slot_under_a_cut_bug_7_to_11_round_trips_per_call(
+) {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let known = run_fleet(&slow_answers(rate_bound_slots(horizon)));
+        for (name, config) in [
+            ("hidden", rising_limit(horizon)),
+            ("stated", rising_stated_limit(horizon)),
+        ] {
+            let r = run_fleet(&slow_answers(config));
+            assert!(
+                r.round_trips_per_permit() <= 5.0,
+                "{name} limit, horizon {horizon}: {} round trips per permit",
+                r.round_trips_per_permit()
+            );
+            assert!(
+                r.dispatches_between(0, RISING_LIMIT_AT_MS * 2) * 10
+                    >= known.dispatches_between(0, RISING_LIMIT_AT_MS * 2) * 8,
+                "{name} limit, horizon {horizon}: the slots still serve the calls"
+            );
+        }
     }
 }

@@ -141,6 +141,19 @@ pub fn rising_limit(horizon_ms: Millis) -> FleetConfig {
 
 pub const RISING_LIMIT_AT_MS: Millis = 10_000;
 
+/// How much later than the provider's moment every answer of
+/// [`slow_answers`] reaches its caller: a model's reply, a provider across
+/// the world on a slow path.
+pub const SLOW_ANSWER_MS: Millis = 2_000;
+
+/// `config` with every answer [`SLOW_ANSWER_MS`] later: each call then
+/// holds its slot about 2 s, so `rate_bound_slots`' ten slots bind at
+/// about 5 calls a second, past the spacing of each slot's stream.
+pub fn slow_answers(mut config: FleetConfig) -> FleetConfig {
+    config.answer_latency_ms = SLOW_ANSWER_MS;
+    config
+}
+
 /// Peer scenario c's shape: [`rising_limit`] with every answer stating the
 /// limit in force.
 pub fn rising_stated_limit(horizon_ms: Millis) -> FleetConfig {

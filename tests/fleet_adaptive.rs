@@ -366,15 +366,14 @@ fn a_reading_one_call_off_is_not_a_falling_limit_bug_the_demo_sat_at_11_of_15() 
 }
 
 /// Bug: under a cut or a stated cap the gateway streams no slots, and an
-/// isolate whose calls outlast a slot's spacing still asks for streamed
-/// ones. Refused for want of a free slot, it was told to look again within
-/// 25-100 ms, though a slot frees only as a 2 s call ends: peer scenario
-/// b's and c's fleets with every answer 2 s later made 6.8 and 9.2-10.7
-/// gateway round trips per call, against 0.5 with the limit known. Such a
+/// isolate whose calls are long still asks for streamed ones. Refused for
+/// want of a free slot, it was told to look again within 25-100 ms, though
+/// ten slots held by 2 s calls free one every 200 ms: peer scenario b's and
+/// c's fleets with every answer 2 s later made 6.8 and 9.2-10.7 gateway
+/// round trips per call, against 0.5-0.8 with the limit known. Such a
 /// client now takes its turn at the slots as a client refused one does.
 #[test]
-fn calls_that_outlast_a_slot_s_spacing_wait_for_a_slot_under_a_cut_bug_7_to_11_round_trips_per_call(
-) {
+fn long_calls_wait_for_a_slot_under_a_cut_bug_7_to_11_round_trips_per_call() {
     for horizon in [1_000, FLEET_HORIZON_MS] {
         let known = run_fleet(&slow_answers(rate_bound_slots(horizon)));
         for (name, config) in [
@@ -383,7 +382,7 @@ fn calls_that_outlast_a_slot_s_spacing_wait_for_a_slot_under_a_cut_bug_7_to_11_r
         ] {
             let r = run_fleet(&slow_answers(config));
             assert!(
-                r.round_trips_per_permit() <= 5.0,
+                r.round_trips_per_permit() <= 4.0,
                 "{name} limit, horizon {horizon}: {} round trips per permit",
                 r.round_trips_per_permit()
             );

@@ -202,18 +202,19 @@ impl Bucket {
         // permit (the bucket turns kind, or its rate is cut) comes back
         // when told here, not at the turn just booked for it: a turn kept
         // for it would hold back every caller booked after it, a turn per
-        // refusal. Unless every slot is held by calls that outlast a
-        // slot's spacing: none frees before one of those calls ends, so it
+        // refusal. Unless every slot is held and slots free, as calls
+        // end, less often than that retry (a call's usual hold over the
+        // slots): looking again sooner would mostly find none free, so it
         // keeps its turn at the slots, as any client refused a slot does.
         // Sent back within 100 ms instead, a fleet of 2 s calls under a cut
         // made 7 to 11 gateway round trips per call.
         let slots_full = wanted == 0 && free_slots == 0;
-        let calls_outlast_spacing = self
+        let max = self.max_concurrency().unwrap_or(1).max(1);
+        let slots_free_slowly = self
             .leases
             .hold_us
-            .zip(self.streamable_spacing())
-            .is_some_and(|(hold, spacing)| hold >= spacing);
-        let waits_for_a_call = slots_full && calls_outlast_spacing;
+            .is_some_and(|hold| hold / max >= micros(CONCURRENCY_RETRY_MS));
+        let waits_for_a_call = slots_full && slots_free_slowly;
         let wait_ms = match leased && asks_slots && times.is_empty() && !waits_for_a_call {
             true => {
                 (self.turns_tat, self.slot_turns_tat) = turns;

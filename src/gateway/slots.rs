@@ -136,7 +136,7 @@ impl Bucket {
     }
 
     /// The spacing of each slot's stream, were the slots streamed.
-    pub(super) fn streamable_spacing(&self) -> Option<Micros> {
+    fn streamable_spacing(&self) -> Option<Micros> {
         let mut spacing = self.base_spacing()?;
         if let Some(rps) = self.effective_rps() {
             let max = self.max_concurrency()?.max(1);

@@ -111,6 +111,11 @@ fn far_provider_rows(horizon: u64) {
             &far(rising_limit(horizon)),
             horizon,
         );
+        rising_limit_row(
+            &label("peer scenario c's shape"),
+            &far(rising_stated_limit(horizon)),
+            horizon,
+        );
         row(
             &label("the demo's case (rule 25/s, true 15/s)"),
             horizon,

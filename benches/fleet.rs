@@ -106,16 +106,12 @@ fn far_provider_rows(horizon: u64) {
             &far(drifting_limit(horizon)),
             drifting_limit_figures,
         );
-        rising_limit_row(
-            &label("peer scenario b's shape"),
-            &far(rising_limit(horizon)),
-            horizon,
-        );
-        rising_limit_row(
-            &label("peer scenario c's shape"),
-            &far(rising_stated_limit(horizon)),
-            horizon,
-        );
+        for (shape, config) in [
+            ("peer scenario b's shape", rising_limit(horizon)),
+            ("peer scenario c's shape", rising_stated_limit(horizon)),
+        ] {
+            rising_limit_row(&label(shape), &far(config), horizon);
+        }
         row(
             &label("the demo's case (rule 25/s, true 15/s)"),
             horizon,

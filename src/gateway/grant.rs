@@ -208,13 +208,7 @@ impl Bucket {
         // keeps its turn at the slots, as any client refused a slot does.
         // Sent back within 100 ms instead, a fleet of 2 s calls under a cut
         // made 7 to 11 gateway round trips per call.
-        let slots_full = wanted == 0 && free_slots == 0;
-        let max = self.max_concurrency().unwrap_or(1).max(1);
-        let slots_free_slowly = self
-            .leases
-            .hold_us
-            .is_some_and(|hold| hold / max >= micros(CONCURRENCY_RETRY_MS));
-        let waits_for_a_call = slots_full && slots_free_slowly;
+        let waits_for_a_call = wanted == 0 && free_slots == 0 && self.slots_free_slowly();
         let wait_ms = match leased && asks_slots && times.is_empty() && !waits_for_a_call {
             true => {
                 (self.turns_tat, self.slot_turns_tat) = turns;

@@ -186,6 +186,15 @@ impl Bucket {
         self.max_concurrency().unwrap_or(1).max(1)
     }
 
+    /// Whether slots free, as calls end, less often than a refused client
+    /// looks again: a call's usual hold over the slots is at least
+    /// [`CONCURRENCY_RETRY_MS`].
+    pub(super) fn slots_free_slowly(&self) -> bool {
+        self.leases
+            .hold_us
+            .is_some_and(|hold| hold / self.slot_count() >= micros(CONCURRENCY_RETRY_MS))
+    }
+
     /// A client refused a slot: no times, and its turn at the slots (a
     /// short retry for the first to wait, as no chain has been cut short
     /// for it yet and a holder done with its slot gives it back soon).

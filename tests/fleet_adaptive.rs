@@ -6,9 +6,10 @@
 use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     accepted_rps, drifting_limit, drifting_limit_at, fixed_window_quota, hidden_limit,
-    noisy_provider, overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool,
-    provider_outage, rate_bound_slots, rising_limit, rising_stated_limit, slow_answers,
-    time_to_reach, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
+    noisy_provider, overstated_rule, overstated_rule_through_call_tool,
+    overstated_rule_through_stalling_call_tool, provider_outage, rate_bound_slots, rising_limit,
+    rising_stated_limit, slow_answers, time_to_reach, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS,
+    PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -392,5 +393,28 @@ fn long_calls_wait_for_a_slot_under_a_cut_bug_7_to_11_round_trips_per_call() {
                 "{name} limit, horizon {horizon}: the slots still serve the calls"
             );
         }
+    }
+}
+
+/// Bug: the demo's fleet (8 isolates x 2 callers, rule 25/s, provider 15/s)
+/// with every answer 250 ms later. Each isolate's two callers take about 7
+/// permits a second, yet its refills asked for a horizon's worth, spaced at
+/// the bucket's rate: most of each block went back unused while the other
+/// isolates waited for their turns, and the fleet kept 88.8% of the 15/s
+/// at the 1 s horizon, 77.3% at 2 s. An isolate that gives permits back now
+/// asks for about what its callers took.
+#[test]
+fn a_fleet_whose_calls_outlast_the_permits_spacing_uses_the_limit_bug_most_of_each_block_went_back()
+{
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let mut config = overstated_rule(horizon);
+        config.answer_latency_ms = 250;
+        let r = run_fleet(&config);
+        let accepted = accepted_rps(&r, 0, config.duration_ms);
+        assert!(
+            accepted >= 0.89 * 15.0,
+            "horizon {horizon}: {accepted:.2}/s accepted of 15"
+        );
+        assert_eq!(r.windows_over(25, 1_000), 0, "horizon {horizon}");
     }
 }

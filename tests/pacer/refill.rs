@@ -174,3 +174,54 @@ fn a_permit_bought_with_one_scope_token_never_serves_a_caller_with_another() {
         Some("another-token")
     );
 }
+
+/// Bug: two callers whose calls take 290 ms, against 25/s, draw about 7
+/// permits a second, and each refill asked for a horizon's worth of that
+/// rate; the gateway spaces a block at the rule's 40 ms, so the callers
+/// could take two of each block and the rest went back unused, 104 times
+/// in 10 s, each a permit another isolate could have used only if it asked
+/// in time. Once permits go back, an isolate asks for about what its
+/// callers took of a block.
+#[test]
+fn callers_slower_than_the_rule_s_spacing_ask_for_what_they_take_bug_most_of_each_block_went_back()
+{
+    let (rt, port, pacer) = setup(0);
+    let rules = rate(25);
+    let taken = Rc::new(std::cell::Cell::new(0));
+    for _ in 0..2 {
+        let (pacer, rules, rt2, taken) = (pacer.clone(), rules.clone(), rt.clone(), taken.clone());
+        spawn(&rt, async move {
+            while rt2.now_ms() - T0 < 10_000 {
+                let _permit = take(&pacer, &rules, None).await.unwrap();
+                taken.set(taken.get() + 1);
+                rt2.sleep(290).await;
+            }
+        });
+    }
+    rt.run_to_completion();
+    let acquires = port.acquires.borrow();
+    let returned: usize = acquires
+        .iter()
+        .map(|a| a.returned_at_ms.len())
+        .sum::<usize>()
+        + port
+            .releases
+            .borrow()
+            .iter()
+            .map(|r| r.returned_at_ms.len())
+            .sum::<usize>();
+    let asked: Vec<u64> = acquires.iter().map(|a| a.requested).collect();
+    assert!(
+        asked[1..].iter().all(|&n| n <= 3),
+        "after the first guess, about the two callers' worth: {asked:?}"
+    );
+    assert!(
+        returned <= 25,
+        "only the first guess goes back: {returned} returned"
+    );
+    assert!(
+        taken.get() >= 68,
+        "each caller still calls every 290 ms: {} permits",
+        taken.get()
+    );
+}

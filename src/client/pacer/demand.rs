@@ -67,6 +67,9 @@ pub(super) struct Demand {
     /// Each permit comes with a lease of its own (rules that bound
     /// concurrency, with no paced slots).
     pub leased: bool,
+    /// At most this many beyond the callers waiting: what a block here
+    /// serves (see `Refill::usable`).
+    pub usable: Option<u64>,
 }
 
 pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Millis) -> u64 {
@@ -81,6 +84,7 @@ pub(super) fn block_size(rules: &[PacingRule], demand: &Demand, horizon_ms: Mill
     } else {
         ((demand.draw_rate_per_s * horizon_ms as f64 / 1_000.0) as u64).min(horizon_budget)
     };
+    let recent = recent.min(demand.usable.unwrap_or(u64::MAX));
     recent.max(demand.waiters).clamp(1, limits::MAX_REQUESTED)
 }
 
@@ -106,6 +110,7 @@ mod tests {
             draw_rate_per_s: rate,
             draining: false,
             leased: true,
+            usable: None,
         };
         super::block_size(rules, &demand, horizon_ms)
     }
@@ -139,6 +144,7 @@ mod tests {
             draw_rate_per_s: 0.0,
             draining: true,
             leased: true,
+            usable: None,
         };
         assert_eq!(super::block_size(&rate(20), &demand, 1_000), 21);
         assert_eq!(super::block_size(&rate(20), &demand, 2_000), 41);

@@ -33,6 +33,7 @@ mod pool;
 mod pool_return;
 mod quota;
 mod refill;
+mod request;
 mod surplus;
 
 use std::cell::{Cell, RefMut};

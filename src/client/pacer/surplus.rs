@@ -94,6 +94,7 @@ impl GatewayRateState {
                 // Demand fell short of the block: a turn booked for more is
                 // not this isolate's to wait for.
                 s.refill.forget_turn();
+                s.refill.usable = Some((block.drawn + block.slots.len() as u64).max(1));
             }
             (!slots.is_empty())
                 .then(|| (block.token.clone(), block.rules.clone(), slots, gateway_now))

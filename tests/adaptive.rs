@@ -266,6 +266,45 @@ fn a_stated_limit_under_the_rule_caps_the_rate_and_one_over_it_is_ignored() {
     assert!(times.windows(2).all(|w| w[1] - w[0] >= 40), "{times:?}");
 }
 
+/// Bug: a stated limit is paced with the window guard, as a rule is, and
+/// was then compared with the rules' rate without it: a provider stating
+/// the rules' own 20 a second read as 19.5 under a rule of 20, and the
+/// bucket counted as capped for as long as the provider said so. Its
+/// slots were never streamed (every call a lease of its own and the
+/// polling for it), and its turns stayed whole.
+#[test]
+fn a_provider_stating_the_rule_s_own_limit_caps_nothing_bug_read_with_the_guard_as_under_it() {
+    let config = GatewayConfig {
+        window_guard_ms: 25,
+        ..GatewayConfig::default()
+    };
+    let mut g = GatewayCore::new(config, 7).unwrap();
+    let rules = [per_second(20).with_max_concurrency(10)];
+    let stated = |limit| QuotaReport {
+        limit: Some(limit),
+        window_ms: Some(1_000),
+        ..quota(T0)
+    };
+    let mut ask = acquire("org:p", &rules, 1);
+    ask.slots_wanted = Some(1);
+    ask.slot_kind = SlotKind::Streamed;
+    g.acquire(&ask, T0).unwrap();
+    observe(&mut g, stated(20), T0 + 10);
+    assert_eq!(rate(&mut g, "org:p", T0 + 10), 20.0);
+    let r = g.acquire(&ask, T0 + 20).unwrap();
+    assert!(
+        r.lease_spacing_ms.is_some_and(|spacing| spacing > 0),
+        "the slots stream: {:?}",
+        r.lease_spacing_ms
+    );
+    observe(&mut g, stated(15), T0 + 30);
+    let capped = rate(&mut g, "org:p", T0 + 30);
+    assert!(
+        capped < 15.0,
+        "a lower limit still caps, paced with the guard: {capped}"
+    );
+}
+
 /// Bug: answers reach the gateway out of order (an isolate's report of a
 /// stated limit rides on its next request, while a new limit goes at
 /// once), so right after peer scenario c's limit rose from 8 to 20 one

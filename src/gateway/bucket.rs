@@ -320,10 +320,17 @@ impl Bucket {
                     .map(|r| r.window_ms)
             });
             if let Some(window_ms) = window_ms {
-                adaptive.state_limit(
-                    limit as f64 * 1_000.0 / (window_ms + guard_ms) as f64,
-                    micros(report.observed_at_ms),
-                );
+                // Compared with the rules before the guard: a provider that
+                // states the rules' own limit caps nothing (read with the
+                // guard, 20 a second was 19.9 under a rule of 20, and the
+                // bucket counted as capped for as long as it said so: no
+                // streamed slots, no turns sized by callers).
+                let stated = limit as f64 * 1_000.0 / window_ms as f64;
+                let paced = match stated < adaptive.cap {
+                    true => limit as f64 * 1_000.0 / (window_ms + guard_ms) as f64,
+                    false => adaptive.cap,
+                };
+                adaptive.state_limit(paced, micros(report.observed_at_ms));
             }
         }
         if let (Some(remaining), Some(reset_at_ms)) = (report.remaining, report.reset_at_ms) {

@@ -10,11 +10,11 @@ use paceline::sim::arrivals::percentile;
 use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, at_the_edge, bursty, churning, concurrency_with_deaths, drifting_limit,
-    drifting_limit_at, fixed_window_quota, gateway_outage, hidden_limit, noisy_provider,
-    overstated_rule, per_request_state, provider_outage, ramp, rate_bound_slots, rising_limit,
-    rising_stated_limit, saturated, saturated_fleet, shape_figures, slot_bound, slow_answers,
-    sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS,
-    OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
+    drifting_limit_at, far_callers, fixed_window_quota, gateway_outage, hidden_limit,
+    noisy_provider, overstated_rule, per_request_state, provider_outage, ramp, rate_bound_slots,
+    rising_limit, rising_stated_limit, saturated, saturated_fleet, shape_figures, slot_bound,
+    slow_answers, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
+    LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -117,6 +117,17 @@ fn far_provider_rows(horizon: u64) {
             horizon,
             &far(overstated_rule(horizon)),
             overstated_rule_figures,
+        );
+        row(
+            &label("the demo's fleet, a provider that takes the rule (20/s)"),
+            horizon,
+            &far(far_callers(horizon)),
+            |r| {
+                format!(
+                    "accepted {:.1}% of 20/s",
+                    accepted_rps(r, 0, 60_000) / 20.0 * 100.0
+                )
+            },
         );
     }
 }

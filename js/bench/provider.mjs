@@ -43,7 +43,8 @@ export async function startProvider({ rps, maxConcurrency, latencyMs = [20, 60],
     // Rejected calls do not count against the rate, as with most providers;
     // the arrival is still recorded, since the limiter did send it.
     let retryAfterMs = 0;
-    if (inFlight >= limit.maxConcurrency) {
+    // A bound of 0 is none (`--max-concurrency 0`).
+    if (limit.maxConcurrency > 0 && inFlight >= limit.maxConcurrency) {
       record.reason = "concurrency";
       retryAfterMs = 1000;
     } else if (acceptedTimes.length >= limit.rps) {

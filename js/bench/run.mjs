@@ -9,7 +9,9 @@
 //     [--rps 20] [--max-concurrency 10] [--only naive,bottleneck] [--scenarios a,b]
 //     [--answer-delay-ms 0]
 // --answer-delay-ms makes every answer of the provider stub take that much
-// longer to come back, as a provider far away does.
+// longer to come back, as a provider far away does. --max-concurrency 0
+// bounds no calls in flight, at the stub and in paceline's rule (the peers
+// all need a bound, so only paceline's contenders run with it).
 import { fork } from "node:child_process";
 import { once } from "node:events";
 import { mkdir, writeFile } from "node:fs/promises";
@@ -46,6 +48,10 @@ const callers = Number(opts.callers);
 const configured = { rps: Number(opts.rps), maxConcurrency: Number(opts["max-concurrency"]) };
 const lowLimit = { ...configured, rps: Math.max(1, Math.round(configured.rps * LOW_SHARE)) };
 const wanted = opts.only ? opts.only.split(",") : CONTENDERS;
+if (configured.maxConcurrency === 0 && wanted.some((name) => !name.startsWith("paceline"))) {
+  console.error("bench: --max-concurrency 0 runs only paceline's contenders (--only paceline,paceline-workerd)");
+  process.exit(2);
+}
 
 const SCENARIOS = [
   {

@@ -372,6 +372,19 @@ pub fn overstated_rule(horizon_ms: Millis) -> FleetConfig {
     c
 }
 
+/// The demo's fleet (8 isolates x 2 callers) against a provider that
+/// takes the rule, 20/s, and answers every call 250 ms later: each call
+/// holds its caller about 290 ms, longer than the permits' 50 ms spacing,
+/// so an isolate's callers draw a few permits of each block, each at the
+/// time it comes back.
+pub fn far_callers(horizon_ms: Millis) -> FleetConfig {
+    let mut c = overstated_rule(horizon_ms);
+    c.rule = PacingRule::new(20, 1_000);
+    c.true_limit = vec![(0, 20)];
+    c.answer_latency_ms = 250;
+    c
+}
+
 /// The provider refuses 1% of calls at random though the fleet stays well
 /// under its limit (40 req/s against the configured 20).
 pub fn noisy_provider(horizon_ms: Millis) -> FleetConfig {

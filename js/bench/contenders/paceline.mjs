@@ -46,7 +46,9 @@ export async function createContender(config) {
     paceline.fetchPort({ fetch: countingFetch, baseUrl: config.service.gatewayUrl }),
   );
   const bucketId = `bench:${config.runId}`;
-  const rules = [{ requestsPerWindow: config.rps, windowMs: 1000, maxConcurrency: config.maxConcurrency }];
+  // `--max-concurrency 0`: a rule with no bound on calls in flight.
+  const bound = config.maxConcurrency > 0 ? { maxConcurrency: config.maxConcurrency } : {};
+  const rules = [{ requestsPerWindow: config.rps, windowMs: 1000, ...bound }];
   return {
     acquire: () => pacer.acquire({ bucketId, rules }),
     async report(permit, { status, retryAfterMs, headers }) {

@@ -51,8 +51,8 @@ pub(super) struct Refill {
     /// of each block, however large, since the gateway spaces a block at
     /// the bucket's rate: an isolate asks for no more than this beyond
     /// its waiting callers, twice as many each time its callers drain a
-    /// block again, and without a bound (`None`) once that reaches the
-    /// horizon.
+    /// block again (a block is never more than the horizon's), and one
+    /// fewer each time a permit of its block dies undrawn.
     pub usable: Option<u64>,
     /// Notified when a refill lands, for the caller that started it (its
     /// own I/O, so waking it is safe in workerd).

@@ -57,12 +57,7 @@ impl GatewayRateState {
                         s.waiters > 1 && s.refill.started_at.saturating_sub(at) < horizon_ms;
                     s.refill.draining |= drained;
                     if drained {
-                        let budget = horizon_budget(&target.rules, horizon_ms);
-                        s.refill.usable = s
-                            .refill
-                            .usable
-                            .map(|u| u.saturating_mul(2))
-                            .filter(|&u| u < budget);
+                        s.refill.usable = s.refill.usable.map(|u| u.saturating_mul(2));
                     }
                 }
                 // Several callers at once at a bucket never granted look the

@@ -37,6 +37,11 @@ impl GatewayRateState {
                 if let Some(block) = s.block.as_mut() {
                     let gone = block.take_dead(now, &s.clock);
                     if !gone.is_empty() {
+                        // Nobody drew it in time: callers that come back
+                        // slower than the block's spacing were asked for
+                        // one permit too many.
+                        let was = s.refill.usable.unwrap_or(block.drawn);
+                        s.refill.usable = Some(was.max(2) - 1);
                         dead = Some((block.token.clone(), block.rules.clone(), gone));
                     }
                     if block.slots.is_empty() {

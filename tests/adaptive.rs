@@ -223,6 +223,15 @@ fn quota(observed_at_ms: u64) -> QuotaReport {
     }
 }
 
+/// A provider's statement at `observed_at_ms`: `limit` calls a second.
+fn stated(limit: u64, observed_at_ms: u64) -> QuotaReport {
+    QuotaReport {
+        limit: Some(limit),
+        window_ms: Some(1_000),
+        ..quota(observed_at_ms)
+    }
+}
+
 fn observe(g: &mut GatewayCore, q: QuotaReport, now: u64) {
     let req = ObserveRequest {
         bucket_id: "org:p".into(),
@@ -280,16 +289,11 @@ fn a_provider_stating_the_rule_s_own_limit_caps_nothing_bug_read_with_the_guard_
     };
     let mut g = GatewayCore::new(config, 7).unwrap();
     let rules = [per_second(20).with_max_concurrency(10)];
-    let stated = |limit| QuotaReport {
-        limit: Some(limit),
-        window_ms: Some(1_000),
-        ..quota(T0)
-    };
     let mut ask = acquire("org:p", &rules, 1);
     ask.slots_wanted = Some(1);
     ask.slot_kind = SlotKind::Streamed;
     g.acquire(&ask, T0).unwrap();
-    observe(&mut g, stated(20), T0 + 10);
+    observe(&mut g, stated(20, T0), T0 + 10);
     assert_eq!(rate(&mut g, "org:p", T0 + 10), 20.0);
     let r = g.acquire(&ask, T0 + 20).unwrap();
     assert!(
@@ -297,7 +301,7 @@ fn a_provider_stating_the_rule_s_own_limit_caps_nothing_bug_read_with_the_guard_
         "the slots stream: {:?}",
         r.lease_spacing_ms
     );
-    observe(&mut g, stated(15), T0 + 30);
+    observe(&mut g, stated(15, T0), T0 + 30);
     let capped = rate(&mut g, "org:p", T0 + 30);
     assert!(
         capped < 15.0,
@@ -316,11 +320,6 @@ fn a_stated_limit_made_before_the_one_in_force_is_stale_bug_an_older_8_undid_a_n
     let mut g = core();
     let rules = [per_second(20)];
     g.acquire(&acquire("org:p", &rules, 1), T0).unwrap();
-    let stated = |limit, at| QuotaReport {
-        limit: Some(limit),
-        window_ms: Some(1_000),
-        ..quota(at)
-    };
     observe(&mut g, stated(8, T0), T0);
     observe(&mut g, stated(20, T0 + 2_000), T0 + 2_010);
     observe(&mut g, stated(8, T0 + 1_900), T0 + 2_050);

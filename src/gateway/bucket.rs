@@ -322,7 +322,7 @@ impl Bucket {
             if let Some(window_ms) = window_ms {
                 // Compared with the rules before the guard: a provider that
                 // states the rules' own limit caps nothing (read with the
-                // guard, 20 a second was 19.9 under a rule of 20, and the
+                // 25 ms guard, 20 a second was 19.5 under a rule of 20, and the
                 // bucket counted as capped for as long as it said so: no
                 // streamed slots, no turns sized by callers).
                 let stated = limit as f64 * 1_000.0 / window_ms as f64;

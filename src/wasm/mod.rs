@@ -10,6 +10,8 @@ pub(crate) mod float_digits;
 mod gateway;
 #[cfg(all(feature = "gateway-host", feature = "pacer"))]
 mod gateway_client;
+#[cfg(feature = "pacer")]
+mod global;
 #[cfg(feature = "governor")]
 mod governor;
 #[cfg(feature = "governor")]

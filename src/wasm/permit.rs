@@ -1,8 +1,11 @@
 //! `Permit`: one provider call's clearance, for JS.
 
+use std::cell::OnceCell;
+
 use js_sys::{Function, Object, Reflect};
 use wasm_bindgen::prelude::*;
 
+use super::global::Global;
 use super::js::{run, undefined_after};
 use crate::client::Permit;
 
@@ -55,7 +58,7 @@ extern "C" {
 /// wasm-bindgen object costs on the hot path.
 pub(crate) fn permit_value(permit: Permit) -> JsValue {
     if permit.holds_nothing() {
-        EMPTY_PERMIT.with(|e| create(&e.0))
+        EMPTY_PERMIT.with(|e| create(&e.get_or_init(EmptyPermit::new).0))
     } else {
         JsPermit::new(permit).into()
     }
@@ -64,9 +67,7 @@ pub(crate) fn permit_value(permit: Permit) -> JsValue {
 /// The template every permit with nothing behind it inherits from.
 struct EmptyPermit(JsValue);
 
-thread_local! {
-    static EMPTY_PERMIT: EmptyPermit = EmptyPermit::new();
-}
+static EMPTY_PERMIT: Global<OnceCell<EmptyPermit>> = Global::new(OnceCell::new());
 
 impl EmptyPermit {
     fn new() -> Self {

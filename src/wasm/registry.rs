@@ -15,6 +15,7 @@ use std::rc::Rc;
 use js_sys::{Object, WeakMap};
 use wasm_bindgen::prelude::*;
 
+use super::global::Global;
 use crate::client::{BudgetState, GatewayRateState};
 use crate::error::{Error, Result};
 
@@ -34,15 +35,11 @@ struct States {
     free: Vec<usize>,
 }
 
-thread_local! {
-    static STATES: RefCell<States> = const {
-        RefCell::new(States {
-            tokens: None,
-            slots: Vec::new(),
-            free: Vec::new(),
-        })
-    };
-}
+static STATES: Global<RefCell<States>> = Global::new(RefCell::new(States {
+    tokens: None,
+    slots: Vec::new(),
+    free: Vec::new(),
+}));
 
 /// A state's entry in the registry, removed when the JS object goes.
 pub(crate) struct Registration {

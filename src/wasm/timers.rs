@@ -8,8 +8,9 @@
 //! would send its provider call on behalf of a request that may already
 //! have answered, so each sleep keeps a timer of its own.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 
+use super::global::Global;
 use crate::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -82,16 +83,14 @@ impl Wakeup {
     }
 }
 
-thread_local! {
-    /// Set once a timer could be set: the host allows them from then on.
-    static TIMERS_ALLOWED: Cell<bool> = const { Cell::new(false) };
-    /// Wake-up times with sleeps on them, where timers are shared, in time
-    /// order: a sorted list rather than a hash map, whose code for this
-    /// one key type would be the module's only such copy. A const
-    /// thread-local, with no lazy set-up code.
-    static WAKEUPS: RefCell<Vec<(Millis, Weak<Wakeup>)>> = const { RefCell::new(Vec::new()) };
-    static SHARES_TIMERS: bool = !in_workerd();
-}
+/// Set once a timer could be set: the host allows them from then on.
+static TIMERS_ALLOWED: Global<Cell<bool>> = Global::new(Cell::new(false));
+/// Wake-up times with sleeps on them, where timers are shared, in time
+/// order: a sorted list rather than a hash map, whose code for this one
+/// key type would be the module's only such copy.
+static WAKEUPS: Global<RefCell<Wakeups>> = Global::new(RefCell::new(Vec::new()));
+type Wakeups = Vec<(Millis, Weak<Wakeup>)>;
+static SHARES_TIMERS: Global<OnceCell<bool>> = Global::new(OnceCell::new());
 
 fn in_workerd() -> bool {
     let navigator = Reflect::get(&js_sys::global(), &JsValue::from_str("navigator"));
@@ -143,7 +142,7 @@ impl Sleep {
 
     fn until(at: Millis, now: Millis) -> Self {
         let ms = at.saturating_sub(now);
-        let shared = SHARES_TIMERS.with(|s| *s);
+        let shared = SHARES_TIMERS.with(|s| *s.get_or_init(|| !in_workerd()));
         let wakeup = if shared {
             WAKEUPS.with(|w| {
                 let mut w = w.borrow_mut();

@@ -420,3 +420,30 @@ fn a_fleet_whose_calls_outlast_the_permits_spacing_uses_the_limit_bug_most_of_ea
         assert_eq!(r.windows_over(25, 1_000), 0, "horizon {horizon}");
     }
 }
+
+/// Bug: peer scenario c's fleet (4 isolates x 4 callers, ten slots, a
+/// limit stated at 8/s, then 20/s) with every answer 250 ms later. Its
+/// calls are shorter than a streamed slot's spacing, so the isolates keep
+/// paced slots, two or three each, while a block's permits come 50 ms
+/// apart and each call holds its slot about 290 ms: most of a block's
+/// permits found no slot free and died unsent, and the fleet used 42% /
+/// 48% of the raised 20/s (1 s / 2 s horizon). The permits no kept slot
+/// will be free for now go back while another isolate can take them, and
+/// a paced isolate asks for what its slots serve.
+#[test]
+fn paced_slots_with_calls_longer_than_the_permits_spacing_serve_the_limit_bug_most_permits_died_unsent(
+) {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let mut config = rising_stated_limit(horizon);
+        config.answer_latency_ms = 250;
+        let r = run_fleet(&config);
+        let rise = RISING_LIMIT_AT_MS;
+        let raised = accepted_rps(&r, rise, rise + 10_000) / 20.0;
+        assert!(
+            raised >= 0.70,
+            "horizon {horizon}: raised half {:.1}% of 20/s",
+            raised * 100.0
+        );
+        assert_eq!(r.windows_over(20, 1_000), 0, "horizon {horizon}");
+    }
+}

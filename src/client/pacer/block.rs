@@ -141,6 +141,47 @@ impl Block {
         self.slots.split_off(keep).into()
     }
 
+    /// Takes out the permits no paced slot here will be free for. `free`
+    /// holds when each slot is free (local time), and a call keeps its slot
+    /// `hold_ms`: in time order, each permit takes the slot free soonest if
+    /// it is free by the permit's deadline. The permits left over would die
+    /// unsent, so those due from `reach_at` on go, while another isolate
+    /// can still be granted them.
+    pub fn unserved(
+        &mut self,
+        clock: &ClockSync,
+        free: &mut [Millis],
+        hold_ms: Millis,
+        reach_at: Millis,
+    ) -> Vec<Slot> {
+        let tolerance = self.tolerance_ms;
+        self.take_where(&mut |s| {
+            let (Some(at), Some(slot)) = (s.at, free.iter_mut().min()) else {
+                return false;
+            };
+            let due = clock.to_local(at);
+            if *slot <= due + tolerance {
+                *slot = due.max(*slot) + hold_ms;
+                return false;
+            }
+            due >= reach_at
+        })
+    }
+
+    /// Takes out the permits `take` picks. Through `dyn`, so the module
+    /// holds one copy of the list's retain for every caller.
+    pub fn take_where(&mut self, take: &mut dyn FnMut(&Slot) -> bool) -> Vec<Slot> {
+        let mut out = Vec::new();
+        self.slots.retain_mut(|s| {
+            let taken = take(s);
+            if taken {
+                out.push(std::mem::take(s));
+            }
+            !taken
+        });
+        out
+    }
+
     /// Takes out the permits whose time and tolerance have passed.
     pub fn take_dead(&mut self, now: Millis, clock: &ClockSync) -> Vec<Slot> {
         let alive = self
@@ -266,6 +307,30 @@ mod tests {
         assert_eq!(b.next_due(&clock), Some(1_050));
         let drawn = b.draw(1_050, 1_050, &clock, &mut dead).unwrap();
         assert_eq!(drawn.slot.at, Some(1_050));
+    }
+
+    #[test]
+    fn permits_no_paced_slot_is_free_for_are_taken_out_once_ahead_of_the_reach() {
+        let clock = ClockSync::default();
+        let times: Vec<Millis> = (0..10).map(|i| 1_000 + 50 * i).collect();
+        let mut b = block(&times);
+        // Two slots, one free now and one in a call until 1 100; calls of
+        // 290 ms: slots serve 1 000, 1 100, 1 300, 1 400.
+        let mut free = [900, 1_100];
+        let out = b.unserved(&clock, &mut free, 290, 1_200);
+        let kept: Vec<_> = b.slots.iter().filter_map(|s| s.at).collect();
+        assert_eq!(kept, [1_000, 1_050, 1_100, 1_150, 1_300, 1_400]);
+        let gone: Vec<_> = out.iter().filter_map(|s| s.at).collect();
+        assert_eq!(
+            gone,
+            [1_200, 1_250, 1_350, 1_450],
+            "1 050 and 1 150 are too near to serve another isolate"
+        );
+        let mut b = block(&times);
+        assert!(
+            b.unserved(&clock, &mut [], 290, 0).is_empty(),
+            "no slot yet: the pool is asking for one"
+        );
     }
 
     #[test]

@@ -82,6 +82,13 @@ impl ClockSync {
         self.rtt_ms
     }
 
+    /// How far ahead a time given back must be to serve another isolate:
+    /// it reaches the gateway, and then that isolate with a grant, before
+    /// it passes (a round trip each way and a poll).
+    pub fn give_back_reach_ms(&self) -> Millis {
+        2 * self.rtt_ms.max(DEFAULT_LEAD_MS) + super::REFILL_POLL_MS
+    }
+
     /// How far past its now the gateway should place this client's first
     /// permit: the answer's trip back, rounded up. None for a gateway that
     /// answers within the millisecond (one in this isolate).

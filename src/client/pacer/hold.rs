@@ -54,6 +54,11 @@ impl HoldTime {
         }
     }
 
+    /// How long calls here usually hold their slot, once one was seen.
+    pub fn usual_ms(&self) -> Option<Millis> {
+        self.mean_ms.map(|m| m as Millis)
+    }
+
     /// Whether a call was seen to end.
     pub fn seen(&self) -> bool {
         self.mean_ms.is_some()

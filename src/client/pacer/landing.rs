@@ -62,14 +62,7 @@ impl GatewayRateState {
             state.unsent_before = state.unsent_before.max(state.clock.to_local(until));
         }
         if let (Some(block), Some(until)) = (&mut state.block, response.cooldown_until_ms) {
-            let mut voided = Vec::new();
-            block.slots.retain_mut(|s| {
-                let keep = s.at.is_none_or(|at| at >= until);
-                if !keep {
-                    voided.push(s.clone());
-                }
-                keep
-            });
+            let voided = block.take_where(&mut |s| s.at.is_some_and(|at| at < until));
             if !voided.is_empty() {
                 let (token, rules) = (block.token.clone(), block.rules.clone());
                 self.void(bucket_id, token, &rules, voided);
@@ -99,35 +92,35 @@ impl GatewayRateState {
         let tolerance_ms = response
             .dispatch_tolerance_ms
             .unwrap_or(LEGACY_TOLERANCE_MS);
-        match &mut state.block {
+        let stale = match &mut state.block {
             Some(block) if block.serves(target) => {
                 block.slots.extend(slots);
                 crate::sort::sort_by_time(block.slots.make_contiguous(), |s| s.at.unwrap_or(0));
                 block.tolerance_ms = tolerance_ms;
+                None
             }
-            slot => {
-                let stale = slot.replace(Block {
-                    slots,
-                    rules_key: target.rules_key.clone(),
-                    rules: target.rules.clone(),
-                    token: target.token.clone(),
-                    tolerance_ms,
-                    opened_at: received,
-                    drawn: 0,
-                });
-                let gateway_now = response.server_now_ms.unwrap_or(0);
-                drop(buckets);
-                if let Some(stale) = stale {
-                    self.give_back(
-                        bucket_id,
-                        stale.token,
-                        &stale.rules,
-                        stale.slots.into(),
-                        gateway_now,
-                    );
-                }
-            }
+            slot => slot.replace(Block {
+                slots,
+                rules_key: target.rules_key.clone(),
+                rules: target.rules.clone(),
+                token: target.token.clone(),
+                tolerance_ms,
+                opened_at: received,
+                drawn: 0,
+            }),
+        };
+        let gateway_now = response.server_now_ms.unwrap_or(0);
+        drop(buckets);
+        if let Some(stale) = stale {
+            self.give_back(
+                bucket_id,
+                stale.token,
+                &stale.rules,
+                stale.slots.into(),
+                gateway_now,
+            );
         }
+        self.fit_paced_slots(bucket_id, received);
         Ok(())
     }
 }

@@ -10,7 +10,10 @@
 //! few serve an isolate, and those it does not need idle out and go back.
 //! A caller that finds none free asks for one more and waits for one
 //! handed on while its permit is good; a permit that dies unused is lost
-//! like any permit sent too late.
+//! like any permit sent too late. So when a block lands, the permits no
+//! slot here will be free for (calls outlasting the permits' spacing) go
+//! back while another isolate can still take them, and a refill asks for
+//! no more than its slots serve in a horizon.
 
 use super::refill::Target;
 use super::{GatewayRateState, REFILL_POLL_MS};
@@ -70,6 +73,35 @@ impl GatewayRateState {
             now >= p.cooldown_until && p.idle.iter().any(|l| l.start_by >= now)
         })
         .unwrap_or(false)
+    }
+
+    /// Gives back the permits of the block that no paced slot kept here
+    /// will be free for: calls longer than the permits' spacing keep a few
+    /// slots busy across many of a block's permits, and each permit that
+    /// finds none free would die unsent. A slot is free now when idle, or
+    /// a usual hold after its call began.
+    pub(super) fn fit_paced_slots(&self, bucket_id: &str, now: Millis) {
+        let unserved = self.state(bucket_id, |s| {
+            let pool = s.pool.as_ref().filter(|p| p.paced())?;
+            let hold = s.hold.usual_ms()?;
+            let mut free = Vec::new();
+            for _ in &pool.idle {
+                free.push(now);
+            }
+            for call in pool.in_call.values() {
+                free.push(call.since + hold);
+            }
+            let reach = s.clock.give_back_reach_ms();
+            let block = s.block.as_mut()?;
+            let back = block.unserved(&s.clock, &mut free, hold, now + reach);
+            let scope = (block.token.clone(), block.rules.clone());
+            Some((scope, back, s.clock.to_gateway(now)))
+        });
+        if let Some(((token, rules), back, gateway_now)) = unserved {
+            if !back.is_empty() {
+                self.give_back(bucket_id, token, &rules, back, gateway_now);
+            }
+        }
     }
 }
 

@@ -107,6 +107,17 @@ impl GatewayRateState {
                         true => (1, Vec::new(), SlotKind::Paced),
                     },
                 });
+                // A paced slot serves a permit per call's hold: a block of
+                // more would mostly go back, however many callers wait.
+                let slot_bound = match (&s.pool, &slots, s.hold.usual_ms()) {
+                    (Some(pool), Some((wanted, _, SlotKind::Paced)), Some(hold)) => {
+                        Some((pool.coming() as u64 + wanted) * horizon_ms / hold.max(1))
+                    }
+                    _ => None,
+                };
+                let usable = slot_bound.map_or(s.refill.usable, |bound| {
+                    Some(s.refill.usable.unwrap_or(bound).min(bound))
+                });
                 // Permits without leases, unless the answer streams slots.
                 let paced = slots
                     .as_ref()
@@ -115,7 +126,7 @@ impl GatewayRateState {
                     waiters: s.waiters,
                     draw_rate_per_s: s.draw_rate.rate_at(sent),
                     draining: s.refill.draining || first_burst,
-                    usable: s.refill.usable,
+                    usable,
                     leased: concurrency && !paced,
                 };
                 let requested = block_size(&target.rules, &demand, horizon_ms);

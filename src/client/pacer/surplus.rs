@@ -91,9 +91,7 @@ impl GatewayRateState {
             let rate = s.draw_rate.rate_at(now);
             let gateway_now = s.clock.to_gateway(now);
             let block = s.block.as_mut()?;
-            // A returned time must reach the gateway and then another
-            // isolate before it passes: at least a round trip and a poll.
-            let reach = 2 * s.clock.rtt_ms().max(super::DEFAULT_LEAD_MS) + REFILL_POLL_MS;
+            let reach = s.clock.give_back_reach_ms();
             let slots = block.surplus(now, &s.clock, rate, reach);
             if !slots.is_empty() {
                 // Demand fell short of the block: a turn booked for more is

@@ -189,6 +189,29 @@ fn short_calls_keep_paced_slots_and_pay_a_round_trip_per_block_bug_two_per_permi
     assert_rate_bound_fleet(true, 0.3);
 }
 
+/// Bug: peer scenario a's fleet (short calls on paced slots) with one
+/// call in twenty held up to 2 s more. A paced pool sizes what its slots
+/// serve by how long its calls usually hold them, and one held-up call
+/// took that mean from 40 ms to 285 ms: for seconds after each, the
+/// pool gave back most of its block's permits as ones no slot would be
+/// free for, and the fleet sent 18.68 calls a second (19.28 before paced
+/// pools gave such permits back). One call moves the mean by at most four
+/// times the mean now.
+#[test]
+fn a_paced_pool_s_usual_hold_ignores_a_held_up_call_bug_it_gave_back_the_permits_of_seconds() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let mut config = rate_bound_slots(horizon);
+        config.jitter.call_hold = Spread::rare(2_000, 50_000);
+        let r = run_fleet(&config);
+        let rate = r.dispatches.len() as f64 * 1_000.0 / config.duration_ms as f64;
+        assert!(
+            rate >= 19.0,
+            "horizon {horizon}: {rate:.2}/s of the rule's 20"
+        );
+        assert_eq!(r.windows_over(20, 1_000), 0, "horizon {horizon}");
+    }
+}
+
 /// Bug: a fleet of short calls lost most of its first second while it
 /// turned from streamed to paced slots (11 calls of 20). An isolate that saw
 /// its first call end gave back the streamed leases it held for calls to

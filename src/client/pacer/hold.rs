@@ -26,11 +26,16 @@ pub(super) struct HoldTime {
 }
 
 impl HoldTime {
+    /// A call's hold moves the mean by at most what four times the mean
+    /// would: one call held up for seconds among short ones is not how
+    /// long calls here take, and the mean sizes what paced slots serve.
+    /// A lasting change comes through about a call later than without
+    /// the bound.
     pub fn record(&mut self, held_ms: Millis) {
         let held = held_ms as f64;
         self.mean_ms = Some(match self.mean_ms {
             None => held,
-            Some(mean) => mean + (held - mean) / 8.0,
+            Some(mean) => mean + (held.min(4.0 * mean + 1.0) - mean) / 8.0,
         });
         self.peak_ms = match held >= self.peak_ms {
             true => held,
@@ -148,6 +153,22 @@ mod tests {
             hold.record(40);
         }
         assert_eq!(hold.paced_slots(&rules), 1, "long calls were long ago");
+    }
+
+    #[test]
+    fn one_call_held_up_for_seconds_barely_moves_the_usual_hold() {
+        let mut hold = HoldTime::default();
+        for _ in 0..16 {
+            hold.record(40);
+        }
+        hold.record(2_000);
+        let usual = hold.usual_ms().unwrap();
+        assert!((50..=60).contains(&usual), "{usual} ms after one 2 s call");
+        for _ in 0..16 {
+            hold.record(290);
+        }
+        let usual = hold.usual_ms().unwrap();
+        assert!(usual >= 250, "calls now take 290 ms: {usual} ms");
     }
 
     #[test]

@@ -206,6 +206,9 @@ function figures({ startAt, endAt, reports, provider, scenario }) {
     result.worstGapsMs = inWindow.slice(1).map((r, i) => Math.round(r.t - inWindow[i].t));
   }
   if (scenario.halves) {
+    // When the 429s came: a probe's just before the rise holds the rate
+    // at the low limit well past it.
+    result.refusedAtMs = records.filter((r) => r.status !== 200).map((r) => Math.round(r.t - startAt));
     const mid = startAt + durationMs / 2;
     const low = provider.stats(startAt, mid);
     const high = provider.stats(mid, endAt);
@@ -355,6 +358,8 @@ async function main() {
         for (const error of row.result.errors) log(`  ${entry.name} reported: ${error}`);
         if (row.result.worstGapsMs)
           log(`  ${entry.name}: worst window's gaps (ms) ${row.result.worstGapsMs.join(" ")}`);
+        if (row.result.refusedAtMs)
+          log(`  ${entry.name}: 429s at (ms into the run) ${row.result.refusedAtMs.join(" ")}`);
       } catch (error) {
         // A run cut short by a signal says nothing about the contender.
         if (interrupted) throw new Error(`interrupted by ${interrupted}`);

@@ -165,7 +165,9 @@ impl LeasePool {
 
     /// The caller holding `ticket` took a lease or went away.
     pub fn leave(&mut self, ticket: u64) {
-        self.queue.retain(|p| p.ticket != ticket);
+        if let Some(at) = self.queue.iter().position(|p| p.ticket == ticket) {
+            self.queue.remove(at);
+        }
     }
 
     /// Every lease this isolate would keep: what an acquire renews.

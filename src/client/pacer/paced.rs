@@ -94,13 +94,14 @@ impl GatewayRateState {
             let reach = s.clock.give_back_reach_ms();
             let block = s.block.as_mut()?;
             let back = block.unserved(&s.clock, &mut free, hold, now + reach);
+            if back.is_empty() {
+                return None;
+            }
             let scope = (block.token.clone(), block.rules.clone());
             Some((scope, back, s.clock.to_gateway(now)))
         });
         if let Some(((token, rules), back, gateway_now)) = unserved {
-            if !back.is_empty() {
-                self.give_back(bucket_id, token, &rules, back, gateway_now);
-            }
+            self.give_back(bucket_id, token, &rules, back, gateway_now);
         }
     }
 }

@@ -21,8 +21,9 @@ use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 #[path = "fleet/adaptive.rs"]
 mod adaptive;
 use adaptive::{
-    demo_through_call_tool, demo_through_stalling_call_tool, drifting_limit_phases,
-    hidden_limit_rises, hidden_limit_rises_part_way, rising_limit_row, rising_limit_rows,
+    adaptive_over_phases_timing_and_latency, demo_through_call_tool,
+    demo_through_stalling_call_tool, drifting_limit_phases, hidden_limit_rises,
+    hidden_limit_rises_part_way, rising_limit_row, rising_limit_rows,
 };
 
 fn row(
@@ -434,6 +435,9 @@ fn main() {
     shapes();
     saturated_fleets();
     at_the_rule_s_edge();
+    if benchmarking {
+        adaptive_over_phases_timing_and_latency();
+    }
 }
 
 /// What the provider counts when calls take a while to reach it, timers

@@ -1,7 +1,8 @@
 //! The fleet benchmark's adaptive rows that run a scenario more than once
 //! or through its own runner: a hidden limit's rise at each of several
 //! seconds, a drifting limit from several points of its period, peer
-//! scenario b's shape, and the demo's case through `callTool`.
+//! scenario b's shape, the demo's case through `callTool`, and the
+//! adaptive cases over phases, timing jitter and answer latency at once.
 
 use std::time::Instant;
 
@@ -9,7 +10,7 @@ use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, at_the_edge, drifting_limit, drifting_limit_at, hidden_limit,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool, rising_limit,
-    rising_stated_limit, time_to_reach, DRIFT_PERIOD_MS, RISING_LIMIT_AT_MS,
+    rising_stated_limit, time_to_reach, DRIFT_PERIOD_MS, FLEET_HORIZON_MS, RISING_LIMIT_AT_MS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -257,15 +258,7 @@ fn rising_limit_with_jitter_row(horizon: u64) {
     let start = Instant::now();
     let runs: Vec<_> = (1..=6)
         .map(|seed| {
-            let config = rising_limit(horizon);
-            let jitter = Jitter {
-                timer_late: Spread::upto(10),
-                gateway_way: Spread::upto(10),
-                transit: Spread::upto(5),
-                seed,
-                ..config.jitter
-            };
-            let r = run_fleet(&at_the_edge(config, None, jitter));
+            let r = run_fleet(&machine_timing(rising_limit(horizon), seed));
             let before = r
                 .rejections
                 .iter()
@@ -322,4 +315,118 @@ fn ideal_prober_raised_half(rises: std::ops::RangeInclusive<u64>) -> (f64, f64) 
     let n = shares.len() as f64;
     let reaching = shares.iter().filter(|&&s| s >= 0.9).count() as f64;
     (shares.iter().sum::<f64>() / n, reaching / n)
+}
+
+/// The jitter of a real machine, as the deployed guard meets it: timers and
+/// gateway ways up to 10 ms late, calls up to 5 ms on their way. Seed 0 is
+/// the jitter-free run (the fleet guard's 5 ms, as the other rows).
+fn machine_timing(config: FleetConfig, seed: u64) -> FleetConfig {
+    if seed == 0 {
+        return config;
+    }
+    let jitter = Jitter {
+        timer_late: Spread::upto(10),
+        gateway_way: Spread::upto(10),
+        transit: Spread::upto(5),
+        seed,
+        ..config.jitter
+    };
+    at_the_edge(config, None, jitter)
+}
+
+/// Seeds of [`machine_timing`] each aggregate runs: none, then three.
+const TIMING_SEEDS: std::ops::RangeInclusive<u64> = 0..=3;
+
+/// The adaptive figures as means over many runs rather than one: one row
+/// moves by tens of points when a probe lands on the other side of a rise,
+/// and a change to the rate's reading reshuffles where probes land. Each
+/// row runs peer scenario b's shape with the rise at every half second of
+/// 8-24 s, the hidden limit's rise at every second of 56-64 s and the
+/// drifting limit from 8 points of its period, each without jitter and
+/// with three seeds of a real machine's timing, at one answer latency and
+/// horizon.
+pub fn adaptive_over_phases_timing_and_latency() {
+    println!();
+    println!(
+        "Adaptive cases over phases, timing and answer latency: peer scenario b's shape with the rise at each \
+         half second of 8-24 s, the hidden limit (8/s, then 20/s) with the rise at each second of 56-64 s, the \
+         drifting limit from 8 points of its period; each run without jitter and with three seeds of timers and \
+         gateway ways up to 10 ms late and calls up to 5 ms on their way, at the deployed 25 ms guard."
+    );
+    println!();
+    println!("| answers back | horizon ms | b: raised half mean, runs under 50%, 429s before the rise | hidden limit: 429s after 5 s, runs at 2% or more, share of 8/s used, back to 95% of 20/s mean / worst | drifting limit: 429s, accepted, runs under 3% and at least 90% | wall time |");
+    println!("|---|---|---|---|---|---|");
+    for latency in [0, 40] {
+        for horizon in [1_000, FLEET_HORIZON_MS] {
+            let start = Instant::now();
+            let with = |mut config: FleetConfig, seed| {
+                config.answer_latency_ms = latency;
+                machine_timing(config, seed)
+            };
+            let mut b = Vec::new();
+            let mut hidden = Vec::new();
+            let mut drift = Vec::new();
+            for seed in TIMING_SEEDS {
+                for rise in (8_000..=24_000).step_by(500) {
+                    let mut config = rising_limit(horizon);
+                    config.true_limit = vec![(0, 8), (rise, 20)];
+                    config.duration_ms = rise + 10_000;
+                    let r = run_fleet(&with(config, seed));
+                    let before = r.rejections.iter().filter(|&&t| t < rise).count();
+                    b.push((accepted_rps(&r, rise, rise + 10_000) / 20.0, before as f64));
+                }
+                for s in 56..=64 {
+                    let rise = s * 1_000;
+                    let mut config = hidden_limit(horizon);
+                    config.true_limit = vec![(0, 8), (rise, 20)];
+                    let r = run_fleet(&with(config, seed));
+                    hidden.push((
+                        r.rejection_share(5_000, rise),
+                        accepted_rps(&r, 5_000, rise) / 8.0,
+                        time_to_reach(&r, rise, 19.0),
+                    ));
+                }
+                for k in 0..DRIFT_PHASES {
+                    let shift = k * DRIFT_PERIOD_MS / DRIFT_PHASES;
+                    let limit_at = |t: u64| drifting_limit_at(t + shift);
+                    let mut config = drifting_limit(horizon);
+                    let end = config.duration_ms;
+                    config.true_limit = (0..end).step_by(1_000).map(|t| (t, limit_at(t))).collect();
+                    let r = run_fleet(&with(config, seed));
+                    let allowed: u64 = (0..end).step_by(1_000).map(limit_at).sum();
+                    drift.push((
+                        r.rejection_share(0, end),
+                        r.accepted_between(0, end) as f64 / allowed as f64,
+                    ));
+                }
+            }
+            let mean = |v: &mut dyn Iterator<Item = f64>| {
+                let (sum, n) = v.fold((0.0, 0), |(s, n), x| (s + x, n + 1));
+                sum / n as f64
+            };
+            let backs: Vec<u64> = hidden.iter().filter_map(|h| h.2).collect();
+            println!(
+                "| {latency} ms | {horizon} | {:.1}%, {} of {}, {:.2} | {:.2}%, {} of {}, {:.1}%, {:.1} / {:.1} s{} | {:.2}%, {:.1}%, {} of {} | {:.1} ms |",
+                mean(&mut b.iter().map(|x| x.0)) * 100.0,
+                b.iter().filter(|x| x.0 < 0.5).count(),
+                b.len(),
+                mean(&mut b.iter().map(|x| x.1)),
+                mean(&mut hidden.iter().map(|h| h.0)) * 100.0,
+                hidden.iter().filter(|h| h.0 >= 0.02).count(),
+                hidden.len(),
+                mean(&mut hidden.iter().map(|h| h.1)) * 100.0,
+                mean(&mut backs.iter().map(|&ms| ms as f64)) / 1e3,
+                backs.iter().max().copied().unwrap_or(0) as f64 / 1e3,
+                match hidden.len() - backs.len() {
+                    0 => String::new(),
+                    missed => format!(" ({missed} not back within the run)"),
+                },
+                mean(&mut drift.iter().map(|d| d.0)) * 100.0,
+                mean(&mut drift.iter().map(|d| d.1)) * 100.0,
+                drift.iter().filter(|d| d.0 < 0.03 && d.1 >= 0.90).count(),
+                drift.len(),
+                start.elapsed().as_secs_f64() * 1e3,
+            );
+        }
+    }
 }

@@ -3,7 +3,10 @@
 // worker processes with C callers each, lets them call the provider through
 // the contender for a fixed time, and reads the figures off the provider's
 // records and the workers' samples. Results: a Markdown table on stdout and
-// in results/latest.md, and one SVG chart per scenario in results/.
+// in latest.md, and one SVG chart per scenario, written to results/ (which
+// the README shows) by a run of every contender and scenario with the
+// default settings, and to js/.out/bench/ by any other run, so a partial
+// run does not replace the published figures. --out names another place.
 //
 //   node js/bench/run.mjs [--duration-s 20] [--processes 4] [--callers 4]
 //     [--rps 20] [--max-concurrency 10] [--only naive,bottleneck] [--scenarios a,b]
@@ -29,19 +32,28 @@ const BUCKET_MS = 250;
 const LATENCY_MS = [20, 60];
 const LOW_SHARE = 0.4;
 
+// The settings of the published run (results/).
+const DEFAULTS = {
+  "duration-s": "20",
+  processes: "4",
+  callers: "4",
+  rps: "20",
+  "max-concurrency": "10",
+  "answer-delay-ms": "0",
+};
 const { values: opts } = parseArgs({
   options: {
-    "duration-s": { type: "string", default: "20" },
-    processes: { type: "string", default: "4" },
-    callers: { type: "string", default: "4" },
-    rps: { type: "string", default: "20" },
-    "max-concurrency": { type: "string", default: "10" },
+    ...Object.fromEntries(Object.entries(DEFAULTS).map(([key, value]) => [key, { type: "string", default: value }])),
     only: { type: "string" },
-    "answer-delay-ms": { type: "string", default: "0" },
     scenarios: { type: "string" },
-    out: { type: "string", default: fileURLToPath(new URL("results/", import.meta.url)) },
+    out: { type: "string" },
   },
 });
+const publishedRun =
+  !opts.only &&
+  !opts.scenarios &&
+  Object.entries(DEFAULTS).every(([key, value]) => Number(opts[key]) === Number(value));
+opts.out ??= fileURLToPath(new URL(publishedRun ? "results/" : "../.out/bench/", import.meta.url));
 const durationMs = Number(opts["duration-s"]) * 1000;
 const processes = Number(opts.processes);
 const callers = Number(opts.callers);

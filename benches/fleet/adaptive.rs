@@ -350,8 +350,9 @@ pub fn adaptive_over_phases_timing_and_latency() {
     println!(
         "Adaptive cases over phases, timing and answer latency: peer scenario b's shape with the rise at each \
          half second of 8-24 s, the hidden limit (8/s, then 20/s) with the rise at each second of 56-64 s, the \
-         drifting limit from 8 points of its period; each run without jitter and with three seeds of timers and \
-         gateway ways up to 10 ms late and calls up to 5 ms on their way, at the deployed 25 ms guard."
+         drifting limit from 8 points of its period; each run without jitter (the fleet's 5 ms guard) and with \
+         three seeds of timers and gateway ways up to 10 ms late and calls up to 5 ms on their way (the deployed \
+         25 ms guard)."
     );
     println!();
     println!("| answers back | horizon ms | b: raised half mean, runs under 50%, 429s before the rise | hidden limit: 429s after 5 s, runs at 2% or more, share of 8/s used, back to 95% of 20/s mean / worst | drifting limit: 429s, accepted, runs under 3% and at least 90% | wall time |");

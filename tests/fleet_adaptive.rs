@@ -8,8 +8,8 @@ use paceline::sim::scenarios::{
     accepted_rps, drifting_limit, drifting_limit_at, fixed_window_quota, hidden_limit,
     noisy_provider, overstated_rule, overstated_rule_through_call_tool,
     overstated_rule_through_stalling_call_tool, provider_outage, rate_bound_slots, rising_limit,
-    rising_stated_limit, slow_answers, time_to_reach, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS,
-    PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
+    rising_limit_at, rising_stated_limit, slow_answers, time_to_reach, FLEET_HORIZON_MS,
+    LIMIT_RISES_AT_MS, PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -193,10 +193,7 @@ fn a_limit_read_is_held_before_it_is_probed_bug_the_first_probe_met_the_low_limi
         let runs: Vec<(bool, f64)> = (8_000..=12_000)
             .step_by(500)
             .map(|rise| {
-                let mut config = rising_limit(horizon);
-                config.true_limit = vec![(0, 8), (rise, 20)];
-                config.duration_ms = rise + 10_000;
-                let r = run_fleet(&config);
+                let r = run_fleet(&rising_limit_at(horizon, rise));
                 let late_429 = r.rejections.iter().any(|&t| t + 2_000 >= rise && t < rise);
                 (late_429, accepted_rps(&r, rise, rise + 10_000) / 20.0)
             })

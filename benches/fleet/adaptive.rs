@@ -10,9 +10,17 @@ use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, at_the_edge, drifting_limit, drifting_limit_at, hidden_limit,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool, rising_limit,
-    rising_stated_limit, time_to_reach, DRIFT_PERIOD_MS, FLEET_HORIZON_MS, RISING_LIMIT_AT_MS,
+    rising_limit_at, rising_stated_limit, time_to_reach, DRIFT_PERIOD_MS, FLEET_HORIZON_MS,
+    RISING_LIMIT_AT_MS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
+
+/// The hidden limit's scenario with its 8/s rising to `to` at `rise`.
+fn hidden_limit_rising_at(horizon: u64, rise: u64, to: u64) -> FleetConfig {
+    let mut config = hidden_limit(horizon);
+    config.true_limit = vec![(0, 8), (rise, to)];
+    config
+}
 
 /// The hidden limit's scenario with its 8/s rising to `to` at each second
 /// from 56 to 64 s, each run's `figures` (given the rise's time).
@@ -20,9 +28,7 @@ fn rises_at_56_to_64<T>(horizon: u64, to: u64, figures: impl Fn(&FleetReport, u6
     (56..=64)
         .map(|s| {
             let rise = s * 1_000;
-            let mut config = hidden_limit(horizon);
-            config.true_limit = vec![(0, 8), (rise, to)];
-            figures(&run_fleet(&config), rise)
+            figures(&run_fleet(&hidden_limit_rising_at(horizon, rise, to)), rise)
         })
         .collect()
 }
@@ -58,6 +64,22 @@ pub fn hidden_limit_rises(horizon: u64) {
 /// from, evenly spaced.
 const DRIFT_PHASES: u64 = 8;
 
+/// `config`, a drifting limit's, with the sine started at the `k`th of
+/// `DRIFT_PHASES` points of its period, run: its 429 share and the share
+/// of the true limit accepted.
+fn drifting_limit_from_phase(mut config: FleetConfig, k: u64) -> (f64, f64) {
+    let shift = k * DRIFT_PERIOD_MS / DRIFT_PHASES;
+    let limit_at = |t: u64| drifting_limit_at(t + shift);
+    let end = config.duration_ms;
+    config.true_limit = (0..end).step_by(1_000).map(|t| (t, limit_at(t))).collect();
+    let r = run_fleet(&config);
+    let allowed: u64 = (0..end).step_by(1_000).map(limit_at).sum();
+    (
+        r.rejection_share(0, end),
+        r.accepted_between(0, end) as f64 / allowed as f64,
+    )
+}
+
 /// The drifting limit's figures depend on where in the sine's period the
 /// fleet starts: its first cut, and the turns it books in its first second,
 /// set the path of every cut after. The same scenario with the sine started
@@ -67,19 +89,7 @@ const DRIFT_PHASES: u64 = 8;
 pub fn drifting_limit_phases(horizon: u64) {
     let start = Instant::now();
     let runs: Vec<(f64, f64)> = (0..DRIFT_PHASES)
-        .map(|k| {
-            let shift = k * DRIFT_PERIOD_MS / DRIFT_PHASES;
-            let limit_at = |t: u64| drifting_limit_at(t + shift);
-            let mut config = drifting_limit(horizon);
-            let end = config.duration_ms;
-            config.true_limit = (0..end).step_by(1_000).map(|t| (t, limit_at(t))).collect();
-            let r = run_fleet(&config);
-            let allowed: u64 = (0..end).step_by(1_000).map(limit_at).sum();
-            (
-                r.rejection_share(0, end),
-                r.accepted_between(0, end) as f64 / allowed as f64,
-            )
-        })
+        .map(|k| drifting_limit_from_phase(drifting_limit(horizon), k))
         .collect();
     let n = runs.len() as f64;
     let met = runs.iter().filter(|r| r.0 < 0.03 && r.1 >= 0.90).count();
@@ -224,12 +234,7 @@ pub fn rising_limit_rows(horizon: u64) {
     let start = Instant::now();
     let runs: Vec<_> = RISES
         .step_by(500)
-        .map(|rise| {
-            let mut config = rising_limit(horizon);
-            config.true_limit = vec![(0, 8), (rise, 20)];
-            config.duration_ms = rise + 10_000;
-            rising_limit_figures(&run_fleet(&config), rise)
-        })
+        .map(|rise| rising_limit_figures(&run_fleet(&rising_limit_at(horizon, rise)), rise))
         .collect();
     let n = runs.len() as f64;
     let raised: Vec<String> = runs.iter().map(|r| format!("{:.0}", r.1 * 100.0)).collect();
@@ -259,12 +264,10 @@ fn rising_limit_with_jitter_row(horizon: u64) {
     let runs: Vec<_> = (1..=6)
         .map(|seed| {
             let r = run_fleet(&machine_timing(rising_limit(horizon), seed));
-            let before = r
-                .rejections
-                .iter()
-                .filter(|&&t| t < RISING_LIMIT_AT_MS)
-                .count();
-            (rising_limit_figures(&r, RISING_LIMIT_AT_MS), before)
+            (
+                rising_limit_figures(&r, RISING_LIMIT_AT_MS),
+                refused_before(&r, RISING_LIMIT_AT_MS),
+            )
         })
         .collect();
     let raised: Vec<String> = runs
@@ -279,6 +282,11 @@ fn rising_limit_with_jitter_row(horizon: u64) {
         runs.iter().filter(|(f, _)| f.2).count(),
         start.elapsed().as_secs_f64() * 1e3,
     );
+}
+
+/// The 429s reported before `at`.
+fn refused_before(r: &FleetReport, at: u64) -> usize {
+    r.rejections.iter().filter(|&&t| t < at).count()
 }
 
 /// The rises of the 8-12 s sweep, in ms.
@@ -369,18 +377,13 @@ pub fn adaptive_over_phases_timing_and_latency() {
             let mut drift = Vec::new();
             for seed in TIMING_SEEDS {
                 for rise in (8_000..=24_000).step_by(500) {
-                    let mut config = rising_limit(horizon);
-                    config.true_limit = vec![(0, 8), (rise, 20)];
-                    config.duration_ms = rise + 10_000;
-                    let r = run_fleet(&with(config, seed));
-                    let before = r.rejections.iter().filter(|&&t| t < rise).count();
-                    b.push((accepted_rps(&r, rise, rise + 10_000) / 20.0, before as f64));
+                    let r = run_fleet(&with(rising_limit_at(horizon, rise), seed));
+                    let before = refused_before(&r, rise) as f64;
+                    b.push((accepted_rps(&r, rise, rise + 10_000) / 20.0, before));
                 }
                 for s in 56..=64 {
                     let rise = s * 1_000;
-                    let mut config = hidden_limit(horizon);
-                    config.true_limit = vec![(0, 8), (rise, 20)];
-                    let r = run_fleet(&with(config, seed));
+                    let r = run_fleet(&with(hidden_limit_rising_at(horizon, rise, 20), seed));
                     hidden.push((
                         r.rejection_share(5_000, rise),
                         accepted_rps(&r, 5_000, rise) / 8.0,
@@ -388,16 +391,9 @@ pub fn adaptive_over_phases_timing_and_latency() {
                     ));
                 }
                 for k in 0..DRIFT_PHASES {
-                    let shift = k * DRIFT_PERIOD_MS / DRIFT_PHASES;
-                    let limit_at = |t: u64| drifting_limit_at(t + shift);
-                    let mut config = drifting_limit(horizon);
-                    let end = config.duration_ms;
-                    config.true_limit = (0..end).step_by(1_000).map(|t| (t, limit_at(t))).collect();
-                    let r = run_fleet(&with(config, seed));
-                    let allowed: u64 = (0..end).step_by(1_000).map(limit_at).sum();
-                    drift.push((
-                        r.rejection_share(0, end),
-                        r.accepted_between(0, end) as f64 / allowed as f64,
+                    drift.push(drifting_limit_from_phase(
+                        with(drifting_limit(horizon), seed),
+                        k,
                     ));
                 }
             }

@@ -133,9 +133,14 @@ pub fn ten_slots_bind(horizon_ms: Millis) -> FleetConfig {
 /// provider that takes 8 calls a second for the first [`RISING_LIMIT_AT_MS`]
 /// and 20 after, for as long again, stating neither.
 pub fn rising_limit(horizon_ms: Millis) -> FleetConfig {
+    rising_limit_at(horizon_ms, RISING_LIMIT_AT_MS)
+}
+
+/// [`rising_limit`] with the rise at `rise_ms` instead, run to 10 s after it.
+pub fn rising_limit_at(horizon_ms: Millis, rise_ms: Millis) -> FleetConfig {
     let mut c = rate_bound_slots(horizon_ms);
-    c.true_limit = vec![(0, 8), (RISING_LIMIT_AT_MS, 20)];
-    c.duration_ms = 2 * RISING_LIMIT_AT_MS;
+    c.true_limit = vec![(0, 8), (rise_ms, 20)];
+    c.duration_ms = rise_ms + RISING_LIMIT_AT_MS;
     c
 }
 

@@ -35,7 +35,8 @@ fn rises_at_56_to_64<T>(horizon: u64, to: u64, figures: impl Fn(&FleetReport, u6
 
 /// The hidden limit's figures depend on where the last probe falls against
 /// the rise: the same scenario with the rise at each second from 56 to 64 s,
-/// their means and worst.
+/// their means and worst; then how those runs probed the limit, beside the
+/// ideal prober's.
 pub fn hidden_limit_rises(horizon: u64) {
     let start = Instant::now();
     let runs = rises_at_56_to_64(horizon, 20, |r, rise| {
@@ -43,21 +44,85 @@ pub fn hidden_limit_rises(horizon: u64) {
             r.rejection_share(5_000, rise),
             accepted_rps(r, 5_000, rise) / 8.0,
             time_to_reach(r, rise, 19.0).unwrap_or(u64::MAX),
+            probing(r, rise),
         )
     });
     let n = runs.len() as f64;
-    let mean = |f: fn(&(f64, f64, u64)) -> f64| runs.iter().map(f).sum::<f64>() / n;
+    let mean = |f: &dyn Fn(&HiddenRun) -> f64| runs.iter().map(f).sum::<f64>() / n;
     println!(
         "| same, the rise at each second of 56-64 s ({} runs) | {horizon} | | | | | mean: 429s {:.2}%, throughput {:.1}%, back in {:.0} ms; worst: {:.2}%, {:.1}%, {} ms | {:.1} ms |",
         runs.len(),
-        mean(|r| r.0) * 100.0,
-        mean(|r| r.1) * 100.0,
-        mean(|r| r.2 as f64),
+        mean(&|r| r.0) * 100.0,
+        mean(&|r| r.1) * 100.0,
+        mean(&|r| r.2 as f64),
         runs.iter().map(|r| r.0).fold(0.0, f64::max) * 100.0,
         runs.iter().map(|r| r.1).fold(1.0, f64::min) * 100.0,
         runs.iter().map(|r| r.2).max().unwrap_or(0),
         start.elapsed().as_secs_f64() * 1e3,
     );
+    let probes: usize = runs.iter().map(|r| r.3.failed_probes).sum();
+    let refused: usize = runs.iter().map(|r| r.3.refused).sum();
+    let probed_ms: u64 = (56..=64u64).map(|s| s * 1_000 - PROBED_FROM_MS).sum();
+    let used: Vec<u64> = runs.iter().filter_map(|r| r.3.rise_used_after).collect();
+    println!(
+        "| same runs, how the limit was probed from 5 s to the rise | {horizon} | | | | | a failed probe every {:.1} s, {:.2} 429s each; the rise first used (a second holding more than 8 accepted) {:.1} s after it on average, {:.1} s at worst{}; the ideal prober: a probe every {:.2} s, one 429 each, the rise used {:.1} s after it on average | |",
+        probed_ms as f64 / 1e3 / probes.max(1) as f64,
+        refused as f64 / probes.max(1) as f64,
+        used.iter().sum::<u64>() as f64 / used.len().max(1) as f64 / 1e3,
+        used.iter().max().copied().unwrap_or(0) as f64 / 1e3,
+        match runs.len() - used.len() {
+            0 => String::new(),
+            missed => format!(" ({missed} never)"),
+        },
+        IDEAL_PROBE_EVERY_MS as f64 / 1e3,
+        IDEAL_PROBE_EVERY_MS as f64 / 2e3,
+    );
+}
+
+type HiddenRun = (f64, f64, u64, Probing);
+
+/// Where the hidden limit's probing is counted from: the scenario's own
+/// figures leave out the first 5 s, which find the limit.
+const PROBED_FROM_MS: u64 = 5_000;
+/// A 429 more than this long after the one before it is a new probe's: the
+/// 429s of one failed probe come within a block of permits of each other.
+const PROBE_GAP_MS: u64 = 2_000;
+
+/// How a run found out, between `PROBED_FROM_MS` and the rise, that the
+/// low limit had not moved, and when it first used the rise.
+struct Probing {
+    /// Probes the provider refused: runs of 429s each within
+    /// `PROBE_GAP_MS` of the one before.
+    failed_probes: usize,
+    refused: usize,
+    /// How long after the rise a second first held more accepted calls
+    /// than the low limit allows (seconds slid by 50 ms, each ending at
+    /// the time reported), if it ever did.
+    rise_used_after: Option<u64>,
+}
+
+fn probing(r: &FleetReport, rise: u64) -> Probing {
+    let refused: Vec<u64> = r
+        .rejections
+        .iter()
+        .copied()
+        .filter(|&t| t >= PROBED_FROM_MS && t < rise)
+        .collect();
+    let failed_probes = refused
+        .iter()
+        .enumerate()
+        .filter(|&(i, &t)| i == 0 || t - refused[i - 1] > PROBE_GAP_MS)
+        .count();
+    let end = r.dispatches.last().copied().unwrap_or(rise);
+    let rise_used_after = (rise..=end)
+        .step_by(50)
+        .find(|&t| r.accepted_between(t.saturating_sub(1_000), t) > 8)
+        .map(|t| t - rise);
+    Probing {
+        failed_probes,
+        refused: refused.len(),
+        rise_used_after,
+    }
 }
 
 /// How many points of its period the drifting limit's sine is started
@@ -292,6 +357,10 @@ fn refused_before(r: &FleetReport, at: u64) -> usize {
 /// The rises of the 8-12 s sweep, in ms.
 const RISES: std::ops::RangeInclusive<u64> = 8_000..=12_000;
 
+/// How often the ideal prober probes a hidden limit of 8/s: one refused
+/// call each time, within the hidden-limit scenario's 2% of 429s.
+const IDEAL_PROBE_EVERY_MS: u64 = (1_000.0 / (0.02 * 8.0)) as u64;
+
 /// The best any limiter that learns of a rise only from a call accepted
 /// past the old limit can expect of b's raised half, given the 429s the
 /// hidden-limit row allows (under 2% of 8/s). It knows the low limit
@@ -304,7 +373,7 @@ const RISES: std::ops::RangeInclusive<u64> = 8_000..=12_000;
 /// half second), and the share of phases in which it reaches 90%.
 fn ideal_prober_raised_half(rises: std::ops::RangeInclusive<u64>) -> (f64, f64) {
     let (low, high, half_ms) = (8.0, 20.0, 10_000.0);
-    let probe_every_ms = (1_000.0 / (0.02 * low)) as u64;
+    let probe_every_ms = IDEAL_PROBE_EVERY_MS;
     let mut shares = Vec::new();
     for rise in rises.step_by(500) {
         for phase in (0..probe_every_ms).step_by(25) {

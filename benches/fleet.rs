@@ -11,10 +11,11 @@ use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, at_the_edge, bursty, churning, concurrency_with_deaths, drifting_limit,
     drifting_limit_at, far_callers, fixed_window_quota, gateway_outage, hidden_limit,
-    noisy_provider, overstated_rule, per_request_state, provider_outage, ramp, rate_bound_slots,
-    rising_limit, rising_stated_limit, saturated, saturated_fleet, shape_figures, slot_bound,
-    slow_answers, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS,
-    LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
+    noisy_provider, noisy_provider_streamed_slots, overstated_rule, per_request_state,
+    provider_outage, ramp, rate_bound_slots, rising_limit, rising_stated_limit, saturated,
+    saturated_fleet, shape_figures, slot_bound, slow_answers, sparse, ten_slots_bind,
+    time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS,
+    PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -424,6 +425,20 @@ fn main() {
                 format!(
                     "accepted {:.1}% of 20/s (10-110 s)",
                     accepted_rps(r, 10_000, 110_000) / 20.0 * 100.0
+                )
+            },
+        );
+        let noisy_slots = noisy_provider_streamed_slots(h);
+        row(
+            "the same provider, maxConcurrency 5, 8 x 4 callers, calls held 300 ms: streamed kept leases",
+            h,
+            &noisy_slots,
+            move |r| {
+                let rate = r.dispatches_between(10_000, 60_000) as f64 / secs;
+                let lowest = r.effective_rps.iter().map(|e| e.1).fold(f64::INFINITY, f64::min);
+                format!(
+                    "{rate:.1}/s, {:.1}% of the {SLOT_BOUND_RPS:.1}/s slot bound; lowest effective rate {lowest:.1}/s",
+                    100.0 * rate / SLOT_BOUND_RPS,
                 )
             },
         );

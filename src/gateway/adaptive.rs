@@ -26,8 +26,9 @@
 //! 429s within one overload (before the permits granted ahead of the cut
 //! have gone out) are one event. Outside a probe, a 429 counts only when
 //! 429s are at least `NOISE_SHARE` of the permits granted lately (less those
-//! given back unused): a provider that refuses 1% of calls at random is not
-//! asking for less.
+//! given back unused, plus the calls clients report their streamed leases
+//! made off the timeline): a provider that refuses 1% of calls at random is
+//! not asking for less.
 //!
 //! An outage is not a lower limit. Cuts with no credited time between them
 //! form a run; the rate before the run is its memory. When a run would take
@@ -367,6 +368,17 @@ impl AdaptiveRate {
 
     pub fn on_grant_again(&mut self) {
         self.granted += 1.0;
+    }
+
+    /// Calls the provider accepted off the timeline (a streamed lease's
+    /// calls after its first), as clients report them: counted as grants
+    /// are, so a 429 among them is weighed against every call made. The
+    /// count goes no higher than calls at the rules' rate for the whole
+    /// memory: a client's report cannot make real 429s pass for noise.
+    pub fn on_calls_off_timeline(&mut self, calls: u64, now: Micros) {
+        self.decay(now);
+        let most = self.cap * SHARE_MEMORY_US as f64 / 1e6;
+        self.granted = (self.granted + calls as f64).min(most.max(self.granted));
     }
 
     /// Credits the curve with the time up to `now - MATURITY_US` during

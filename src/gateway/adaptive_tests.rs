@@ -442,3 +442,34 @@ fn a_plateau_guessed_from_a_reading_one_call_high_stays_a_guess_bug_the_demo_fel
     run_for(&mut a, t + S, FALL_S as u64);
     assert!(a.rate() >= 13.0, "followed down to {}", a.rate());
 }
+
+/// Bug: while leases streamed, a 429 was weighed against the grants alone,
+/// a tenth of the calls made, and the first of a provider's random 429s
+/// read as a limit.
+#[test]
+fn calls_reported_off_the_timeline_weigh_against_a_429_bug_one_in_ten_grants_cut_the_rule() {
+    let mut a = AdaptiveRate::new(20.0);
+    for i in 0..10 {
+        a.on_grant(i * 50_000);
+    }
+    let mut streamed = a.clone();
+    assert!(
+        a.refused_at(4_700_000),
+        "one 429 for ten grants is a signal"
+    );
+    let mut overstated = streamed.clone();
+    streamed.on_calls_off_timeline(70, 4_000_000);
+    assert!(
+        !streamed.refused_at(4_700_000),
+        "one 429 in some 80 calls is noise"
+    );
+    // A report of a million calls counts as 10 s of calls at the rule's
+    // 20 a second: ten 429s at once are still a limit.
+    overstated.on_calls_off_timeline(1_000_000, 4_000_000);
+    assert!(overstated.granted <= 200.0, "{}", overstated.granted);
+    let signals = (0..10)
+        .map(|_| overstated.refused_at(4_700_000))
+        .filter(|&s| s)
+        .count();
+    assert!(signals > 0, "ten 429s against 200 calls read as noise");
+}

@@ -201,6 +201,7 @@ impl GatewayCore {
         bucket.reported_successes = bucket
             .reported_successes
             .saturating_add(req.observed_successes);
+        bucket.successes_reported(req.observed_successes, now);
         let earliest = now + micros(lead);
         let kind = req
             .slots_wanted

@@ -393,7 +393,17 @@ pub fn far_callers(horizon_ms: Millis) -> FleetConfig {
 /// The provider refuses 1% of calls at random though the fleet stays well
 /// under its limit (40 req/s against the configured 20).
 pub fn noisy_provider(horizon_ms: Millis) -> FleetConfig {
-    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
+    with_noise(with_horizon(FleetConfig::saturated(), horizon_ms))
+}
+
+/// [`noisy_provider`]'s provider under [`slot_bound`]'s fleet, whose kept
+/// leases are streamed: their calls after the first are not granted one by
+/// one.
+pub fn noisy_provider_streamed_slots(horizon_ms: Millis) -> FleetConfig {
+    with_noise(slot_bound(horizon_ms))
+}
+
+fn with_noise(mut c: FleetConfig) -> FleetConfig {
     c.true_limit = vec![(0, 40)];
     c.provider = ProviderModel::Noise {
         refused_per_million: 10_000,

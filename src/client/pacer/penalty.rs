@@ -54,6 +54,7 @@ impl GatewayRateState {
             .ok()
             .and_then(|r| r.effective_requests_per_second);
         let now = self.inner.rt.now_ms();
+        let rate_before = self.state(bucket_id, |s| s.effective_rps);
         let dropped = self.state(bucket_id, |s| {
             if until != Millis::MAX {
                 s.unsent_before = s.unsent_before.max(s.clock.to_local(until));
@@ -123,7 +124,10 @@ impl GatewayRateState {
             self.void(bucket_id, token, &rules, dropped);
         }
         let streamed = self.pool(bucket_id, |p| !p.paced()) == Some(true);
-        if cut_to.is_some() && streamed {
+        // A 429 the gateway took for noise leaves the rate as it was, and
+        // the stream with it.
+        let cut = cut_to.is_some_and(|to| rate_before.is_none_or(|from| to < from));
+        if cut && streamed {
             // A cut rate is not streamed: kept leases go back, and the next
             // permits come one lease each, paced at the cut. Paced slots
             // stay: their calls take the timeline's permits, which the cut

@@ -422,3 +422,7 @@ impl AdaptiveRate {
 #[cfg(test)]
 #[path = "adaptive_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "adaptive_noise_tests.rs"]
+mod noise_tests;

@@ -297,12 +297,13 @@ impl Bucket {
         }
     }
 
-    /// Successes a client reported. While leases stream, most calls are
-    /// not granted one by one, and the grants alone held a tenth of the
-    /// calls a 429 is weighed against: a provider's 1% of random 429s read
-    /// as a limit. Reported then, they count as calls; otherwise each was
-    /// counted at its grant.
+    /// Successes a client reported, for the bucket view. While leases
+    /// stream, most calls are not granted one by one, and the grants alone
+    /// held a tenth of the calls a 429 is weighed against: a provider's 1%
+    /// of random 429s read as a limit. Reported then, they count as calls;
+    /// otherwise each was counted at its grant.
     pub fn successes_reported(&mut self, successes: u64, now: Micros) {
+        self.reported_successes = self.reported_successes.saturating_add(successes);
         if successes > 0 && self.calls_off_timeline(now) {
             if let Some(adaptive) = &mut self.adaptive {
                 adaptive.on_calls_off_timeline(successes, now);

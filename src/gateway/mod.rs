@@ -198,9 +198,6 @@ impl GatewayCore {
         if let Some(report) = &req.quota {
             bucket.observe_quota(report, now, self.config.window_guard_ms);
         }
-        bucket.reported_successes = bucket
-            .reported_successes
-            .saturating_add(req.observed_successes);
         bucket.successes_reported(req.observed_successes, now);
         let earliest = now + micros(lead);
         let kind = req

@@ -54,12 +54,15 @@ impl GatewayRateState {
             .ok()
             .and_then(|r| r.effective_requests_per_second);
         let now = self.inner.rt.now_ms();
-        let rate_before = self.state(bucket_id, |s| s.effective_rps);
+        let mut cut = false;
         let dropped = self.state(bucket_id, |s| {
             if until != Millis::MAX {
                 s.unsent_before = s.unsent_before.max(s.clock.to_local(until));
             }
             let previous = s.effective_rps;
+            // A 429 the gateway took for noise leaves the rate as it was,
+            // and an isolate's stream with it.
+            cut = cut_to.is_some_and(|to| previous.is_none_or(|from| to < from));
             s.effective_rps = cut_to.or(previous);
             s.cancel_dissolved_starts();
             if let Some(pool) = &mut s.pool {
@@ -124,9 +127,6 @@ impl GatewayRateState {
             self.void(bucket_id, token, &rules, dropped);
         }
         let streamed = self.pool(bucket_id, |p| !p.paced()) == Some(true);
-        // A 429 the gateway took for noise leaves the rate as it was, and
-        // the stream with it.
-        let cut = cut_to.is_some_and(|to| rate_before.is_none_or(|from| to < from));
         if cut && streamed {
             // A cut rate is not streamed: kept leases go back, and the next
             // permits come one lease each, paced at the cut. Paced slots

@@ -23,7 +23,7 @@ use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 mod adaptive;
 use adaptive::{
     adaptive_over_phases_timing_and_latency, demo_through_call_tool,
-    demo_through_stalling_call_tool, drifting_limit_phases, hidden_limit_rises,
+    demo_through_stalling_call_tool, drifting_limit_phases, hidden_limit_found, hidden_limit_rises,
     hidden_limit_rises_part_way, rising_limit_row, rising_limit_rows,
 };
 
@@ -50,11 +50,12 @@ fn row(
 /// The hidden limit's figures: 429s and throughput under it after the
 /// first 5 s, and how long until 95% of the rule once it rises.
 fn hidden_limit_figures(r: &FleetReport) -> String {
+    let (share, used, back) = hidden_limit_found(r, LIMIT_RISES_AT_MS);
     format!(
         "after 5 s: 429s {:.2}%, throughput {:.1}% of 8/s; back to 95% of 20/s in {}",
-        r.rejection_share(5_000, LIMIT_RISES_AT_MS) * 100.0,
-        accepted_rps(r, 5_000, LIMIT_RISES_AT_MS) / 8.0 * 100.0,
-        time_to_reach(r, LIMIT_RISES_AT_MS, 19.0).map_or("never".into(), |ms| format!("{ms} ms"))
+        share * 100.0,
+        used * 100.0,
+        back.map_or("never".into(), |ms| format!("{ms} ms"))
     )
 }
 

@@ -40,12 +40,8 @@ fn rises_at_56_to_64<T>(horizon: u64, to: u64, figures: impl Fn(&FleetReport, u6
 pub fn hidden_limit_rises(horizon: u64) {
     let start = Instant::now();
     let runs = rises_at_56_to_64(horizon, 20, |r, rise| {
-        (
-            r.rejection_share(5_000, rise),
-            accepted_rps(r, 5_000, rise) / 8.0,
-            time_to_reach(r, rise, 19.0).unwrap_or(u64::MAX),
-            probing(r, rise),
-        )
+        let (share, used, back) = hidden_limit_found(r, rise);
+        (share, used, back.unwrap_or(u64::MAX), probing(r, rise))
     });
     let n = runs.len() as f64;
     let mean = |f: &dyn Fn(&HiddenRun) -> f64| runs.iter().map(f).sum::<f64>() / n;
@@ -62,7 +58,7 @@ pub fn hidden_limit_rises(horizon: u64) {
     );
     let probes: usize = runs.iter().map(|r| r.3.failed_probes).sum();
     let refused: usize = runs.iter().map(|r| r.3.refused).sum();
-    let probed_ms: u64 = (56..=64u64).map(|s| s * 1_000 - PROBED_FROM_MS).sum();
+    let probed_ms: u64 = (56..=64u64).map(|s| s * 1_000 - FOUND_BY_MS).sum();
     let used: Vec<u64> = runs.iter().filter_map(|r| r.3.rise_used_after).collect();
     println!(
         "| same runs, how the limit was probed from 5 s to the rise | {horizon} | | | | | a failed probe every {:.1} s, {:.2} 429s each; the rise first used (a second holding more than 8 accepted) {:.1} s after it on average, {:.1} s at worst{}; the ideal prober: a probe every {:.2} s, one 429 each, the rise used {:.1} s after it on average | |",
@@ -81,14 +77,25 @@ pub fn hidden_limit_rises(horizon: u64) {
 
 type HiddenRun = (f64, f64, u64, Probing);
 
-/// Where the hidden limit's probing is counted from: the scenario's own
-/// figures leave out the first 5 s, which find the limit.
-const PROBED_FROM_MS: u64 = 5_000;
+/// The hidden limit's figures are counted from here: the first 5 s find
+/// the limit.
+const FOUND_BY_MS: u64 = 5_000;
+
+/// A hidden limit of 8/s rising to 20/s at `rise`, from `FOUND_BY_MS`: the
+/// 429 share and the share of 8/s used before the rise, and how long after
+/// it the fleet was back at 95% of 20/s.
+pub fn hidden_limit_found(r: &FleetReport, rise: u64) -> (f64, f64, Option<u64>) {
+    (
+        r.rejection_share(FOUND_BY_MS, rise),
+        accepted_rps(r, FOUND_BY_MS, rise) / 8.0,
+        time_to_reach(r, rise, 19.0),
+    )
+}
 /// A 429 more than this long after the one before it is a new probe's: the
 /// 429s of one failed probe come within a block of permits of each other.
 const PROBE_GAP_MS: u64 = 2_000;
 
-/// How a run found out, between `PROBED_FROM_MS` and the rise, that the
+/// How a run found out, between `FOUND_BY_MS` and the rise, that the
 /// low limit had not moved, and when it first used the rise.
 struct Probing {
     /// Probes the provider refused: runs of 429s each within
@@ -106,7 +113,7 @@ fn probing(r: &FleetReport, rise: u64) -> Probing {
         .rejections
         .iter()
         .copied()
-        .filter(|&t| t >= PROBED_FROM_MS && t < rise)
+        .filter(|&t| t >= FOUND_BY_MS && t < rise)
         .collect();
     let failed_probes = refused
         .iter()
@@ -453,11 +460,7 @@ pub fn adaptive_over_phases_timing_and_latency() {
                 for s in 56..=64 {
                     let rise = s * 1_000;
                     let r = run_fleet(&with(hidden_limit_rising_at(horizon, rise, 20), seed));
-                    hidden.push((
-                        r.rejection_share(5_000, rise),
-                        accepted_rps(&r, 5_000, rise) / 8.0,
-                        time_to_reach(&r, rise, 19.0),
-                    ));
+                    hidden.push(hidden_limit_found(&r, rise));
                 }
                 for k in 0..DRIFT_PHASES {
                     drift.push(drifting_limit_from_phase(

@@ -13,9 +13,9 @@ use paceline::sim::scenarios::{
     drifting_limit_at, far_callers, fixed_window_quota, gateway_outage, hidden_limit,
     noisy_provider, noisy_provider_streamed_slots, overstated_rule, per_request_state,
     provider_outage, ramp, rate_bound_slots, rising_limit, rising_stated_limit, saturated,
-    saturated_fleet, shape_figures, slot_bound, slow_answers, sparse, ten_slots_bind,
-    time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS,
-    PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_RPS,
+    saturated_fleet, shape_figures, slot_bound, slot_bound_under_a_cut, slow_answers, sparse,
+    ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS,
+    PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_CUT_TO, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -440,6 +440,21 @@ fn main() {
                 format!(
                     "{rate:.1}/s, {:.1}% of the {SLOT_BOUND_RPS:.1}/s slot bound; lowest effective rate {lowest:.1}/s",
                     100.0 * rate / SLOT_BOUND_RPS,
+                )
+            },
+        );
+        row(
+            "maxConcurrency 5, 8 x 4 callers, calls held 300 ms, a provider that takes 12/s: the rate cut under the slots",
+            h,
+            &slot_bound_under_a_cut(h),
+            move |r| {
+                let rate = accepted_rps(r, 10_000, 60_000);
+                let calls = |kind| r.round_trips_by_kind.get(kind).copied().unwrap_or(0);
+                format!(
+                    "{rate:.2}/s accepted (10-60 s), {:.1}% of {SLOT_BOUND_CUT_TO}/s; {} acquires, {} releases",
+                    100.0 * rate / SLOT_BOUND_CUT_TO as f64,
+                    calls("acquire"),
+                    calls("release"),
                 )
             },
         );

@@ -403,6 +403,20 @@ pub fn noisy_provider_streamed_slots(horizon_ms: Millis) -> FleetConfig {
     with_noise(slot_bound(horizon_ms))
 }
 
+/// [`slot_bound`]'s fleet against a provider that takes 12 calls a second,
+/// under both the rule's 20 and the slots' 16.7: the rate is cut, the
+/// bucket hands out a lease per permit, and a client refused a slot looks
+/// again within 25-100 ms, so the gateway's round trips per permit are
+/// what this case is for.
+pub fn slot_bound_under_a_cut(horizon_ms: Millis) -> FleetConfig {
+    let mut c = slot_bound(horizon_ms);
+    c.true_limit = vec![(0, SLOT_BOUND_CUT_TO)];
+    c
+}
+
+/// The provider's limit in [`slot_bound_under_a_cut`].
+pub const SLOT_BOUND_CUT_TO: u64 = 12;
+
 fn with_noise(mut c: FleetConfig) -> FleetConfig {
     c.true_limit = vec![(0, 40)];
     c.provider = ProviderModel::Noise {

@@ -8,9 +8,9 @@ use paceline::sim::scenarios::{
     accepted_rps, drifting_limit, drifting_limit_at, fixed_window_quota, hidden_limit,
     noisy_provider, noisy_provider_streamed_slots, overstated_rule,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool, provider_outage,
-    rate_bound_slots, rising_limit, rising_limit_at, rising_stated_limit, slow_answers,
-    time_to_reach, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS,
-    SLOT_BOUND_RPS,
+    rate_bound_slots, rising_limit, rising_limit_at, rising_stated_limit, slot_bound_under_a_cut,
+    slow_answers, time_to_reach, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, PROVIDER_OUTAGE_MS,
+    RISING_LIMIT_AT_MS, SLOT_BOUND_CUT_TO, SLOT_BOUND_RPS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -424,6 +424,35 @@ fn long_calls_wait_for_a_slot_under_a_cut_bug_7_to_11_round_trips_per_call() {
                 "{name} limit, horizon {horizon}: the slots still serve the calls"
             );
         }
+    }
+}
+
+/// Bug: five slots, 300 ms calls and a provider that takes 12/s: the cut
+/// rate frees a slot for a new permit once per 83 ms, as it places one,
+/// and every slot is mostly held by a lease whose permit is still to come.
+/// A client refused a slot was told to look again within 25-100 ms, so
+/// the fleet's eight isolates made about 170 acquires a second for 12
+/// calls: 14.8 gateway round trips per permit. Such clients now take turns
+/// at the slots a permit's spacing apart, at the same throughput.
+#[test]
+fn clients_refused_slots_under_a_cut_take_turns_bug_15_round_trips_per_permit() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let r = run_fleet(&slot_bound_under_a_cut(horizon));
+        assert!(
+            r.round_trips_per_permit() <= 3.0,
+            "horizon {horizon}: {} round trips per permit",
+            r.round_trips_per_permit()
+        );
+        let accepted = accepted_rps(&r, 10_000, 60_000);
+        assert!(
+            accepted >= 0.95 * SLOT_BOUND_CUT_TO as f64,
+            "horizon {horizon}: {accepted:.2}/s of {SLOT_BOUND_CUT_TO}/s"
+        );
+        assert!(
+            r.max_in_flight <= 5,
+            "horizon {horizon}: {} in flight",
+            r.max_in_flight
+        );
     }
 }
 

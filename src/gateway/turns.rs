@@ -81,8 +81,17 @@ impl Bucket {
     /// Every slot is taken: books the caller a turn at the slots, after the
     /// callers already refused, from when the leases in flight are likely
     /// to come back (their usual hold, learned from releases). Callers then
-    /// return about when a slot frees instead of polling.
-    pub(super) fn book_slot_turn(&mut self, requested: u64, now: Micros, lease_ttl: Micros) -> u64 {
+    /// return about when a slot frees instead of polling. `paced_by`: the
+    /// spacing at which the rate frees slots when it binds tighter than
+    /// they do (see [`Bucket::slots_paced_by_cut`]); each caller's turn is
+    /// then one such spacing after the last, as one slot frees for it.
+    pub(super) fn book_slot_turn(
+        &mut self,
+        requested: u64,
+        paced_by: Option<Micros>,
+        now: Micros,
+        lease_ttl: Micros,
+    ) -> u64 {
         let Some(max) = self.max_concurrency() else {
             return 1;
         };
@@ -101,9 +110,13 @@ impl Bucket {
         // (in the fleet simulation this cut round trips per permit from 8.9
         // to 3.0 for 4% of the throughput; a full share cost 25%).
         let per_slot = hold / max.max(1) / 4;
+        let turn = match paced_by {
+            Some(spacing) => spacing.max(per_slot),
+            None => requested.min(max).saturating_mul(per_slot),
+        };
         let start = self.slot_turns_tat.max(free_at);
         self.slot_turns_tat = start
-            .saturating_add(requested.min(max).saturating_mul(per_slot))
+            .saturating_add(turn)
             .min(now.saturating_add(MAX_TURN_QUEUE_US));
         ceil_ms(start.saturating_sub(now)).max(1)
     }
@@ -193,6 +206,24 @@ impl Bucket {
         self.leases
             .hold_us
             .is_some_and(|hold| hold / self.slot_count() >= micros(CONCURRENCY_RETRY_MS))
+    }
+
+    /// The permits' spacing (`interval`) when a client that asks for
+    /// streamed slots is refused them because the rate is cut, paused or
+    /// capped, and the rate binds tighter than the slots: a round of the
+    /// slots at that spacing outlasts a call's usual hold. Such a bucket
+    /// grants a lease per permit, each placed on the timeline, so a slot
+    /// frees for a new permit only as often as the rate places one, for
+    /// as long as the cut lasts.
+    pub(super) fn slots_paced_by_cut(&self, interval: Micros) -> Option<Micros> {
+        let streams = &self.leases.streams;
+        // A client that asks for paced slots is refused only while the
+        // bucket turns to them, and is served as soon as the turn is done.
+        let asks_streams = !streams.paced && !streams.asked_paced.unwrap_or(false);
+        let cut = self.adaptive.as_ref().is_some_and(|a| a.is_reduced());
+        let hold = self.leases.hold_us?;
+        let round = interval.saturating_mul(self.slot_count());
+        (asks_streams && cut && round >= hold).then_some(interval)
     }
 
     /// A client refused a slot: no times, and its turn at the slots (a
@@ -345,5 +376,48 @@ mod tests {
             "30 s after the limit was seen, not a warm-up after the first ask without leases"
         );
         assert!(b.fair_turns(32 * S), "and on once those are past");
+    }
+
+    /// Bug: a client that asks for streamed slots while the rate is cut
+    /// is granted a lease per permit, and when every slot was held it was
+    /// told to look again within 25-100 ms, though the cut rate frees a
+    /// slot for a new permit only once per spacing: a fleet of eight such
+    /// clients made 14.8 gateway round trips per permit. Refused clients
+    /// now take turns at the slots one spacing apart.
+    #[test]
+    fn clients_refused_slots_under_a_cut_come_back_a_spacing_apart_bug_all_polled_within_100_ms() {
+        let rules = [PacingRule::new(20, 1_000).with_max_concurrency(5)];
+        let mut b = Bucket::new(0);
+        b.apply_rules(&rules, "20/s, 5 at once".into(), 0);
+        let adaptive = b.adaptive.as_mut().expect("rules applied");
+        adaptive.state_limit(10.0, 0);
+        b.leases.hold_us = Some(300_000);
+        let mut ids = LeaseIds::new(LeaseKey([1; 32]));
+        let mut ask = |b: &mut Bucket, now: Micros| {
+            b.grant(
+                5,
+                false,
+                Some(4),
+                None,
+                true,
+                true,
+                now,
+                now,
+                now + S,
+                5 * S,
+                &mut ids,
+            )
+        };
+        assert_eq!(ask(&mut b, S).times.len(), 5, "the five slots");
+        let waits: Vec<u64> = (0..3)
+            .map(|_| {
+                let refused = ask(&mut b, S + 10_000);
+                assert!(refused.times.is_empty());
+                refused.wait_ms
+            })
+            .collect();
+        // The first lease's permit is at 1 s and its call ends 300 ms
+        // later; the next slot frees 100 ms after that at 10/s.
+        assert_eq!(waits, [290, 390, 490], "turns a spacing apart");
     }
 }

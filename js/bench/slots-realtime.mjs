@@ -7,13 +7,17 @@
 //   slot per isolate;
 // - `10-slots`: 4 isolates x 4 callers, {20/s, maxConcurrency 10}, calls
 //   of 1 s: the slots bind at 10 calls/s, two and a half per isolate.
+// - `8x4-cut`: the `8x4` fleet against a provider that takes 12 calls a
+//   second (a 429 with `Retry-After: 1` for a call past 12 accepted in the
+//   last second), fed back through `penalize` and `observeSuccess`: the
+//   rate is cut under both the rule and the slots, so the bound is 12.
 // Runs the fleet twice, one lease per permit and with kept leases (the
 // default), and reports for each calls per second beside that bound,
 // gateway round trips per call, the most calls the provider held at once,
 // the densest second, and how far the isolate with the share furthest from
 // an equal one is from it.
 //
-//   node js/scripts/build.mjs && node js/bench/slots-realtime.mjs [seconds] [8x4|10-slots]
+//   node js/scripts/build.mjs && node js/bench/slots-realtime.mjs [seconds] [8x4|10-slots|8x4-cut]
 import { densestWindow } from "../lib/metrics.mjs";
 import { paceline } from "../lib/node-package.mjs";
 
@@ -22,6 +26,7 @@ const { GatewayCore, GatewayRateState, fetchPort, handleGatewayRequest } = pacel
 const SHAPES = {
   "8x4": { isolates: 8, callers: 4, holdMs: 300, maxConcurrency: 5 },
   "10-slots": { isolates: 4, callers: 4, holdMs: 1000, maxConcurrency: 10 },
+  "8x4-cut": { isolates: 8, callers: 4, holdMs: 300, maxConcurrency: 5, limitRps: 12 },
 };
 const SECONDS = Number(process.argv[2] ?? 30);
 const shape = SHAPES[process.argv[3] ?? "8x4"];
@@ -33,7 +38,9 @@ const ISOLATES = shape.isolates;
 const CALLERS = shape.callers;
 const MAX = shape.maxConcurrency;
 const RULES = [{ requestsPerWindow: 20, windowMs: 1000, maxConcurrency: MAX }];
-const BOUND = MAX / (HOLD_MS / 1000);
+const LIMIT_RPS = shape.limitRps ?? Number.POSITIVE_INFINITY;
+const BOUND = Math.min(MAX / (HOLD_MS / 1000), LIMIT_RPS);
+const BUCKET = "org:provider";
 const WARMUP_MS = 3000;
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -53,21 +60,33 @@ async function run(keepLeases) {
     await sleep(ONE_WAY_MS);
     return new Response(body, { status: response.status, headers: response.headers });
   };
-  const provider = { held: 0, most: 0 };
+  const provider = { held: 0, most: 0, accepted: [], refused: 0 };
   const dispatches = [];
+  // Every call that reached the provider, refused ones too.
+  const arrivals = [];
   const shares = new Array(ISOLATES).fill(0);
   const start = performance.now();
   const end = start + SECONDS * 1000;
   async function caller(state, isolate) {
     while (performance.now() < end) {
-      const permit = await state.acquire({ bucketId: "org:provider", rules: RULES });
+      const permit = await state.acquire({ bucketId: BUCKET, rules: RULES });
       const at = performance.now() - start;
+      arrivals.push(at);
+      while (provider.accepted.length > 0 && provider.accepted[0] <= at - 1000) provider.accepted.shift();
+      if (provider.accepted.length >= LIMIT_RPS) {
+        provider.refused++;
+        await state.penalize({ bucketId: BUCKET, cooldownMs: 1000 });
+        await permit.release();
+        continue;
+      }
+      provider.accepted.push(at);
       provider.held++;
       provider.most = Math.max(provider.most, provider.held);
       dispatches.push(at);
       if (counts(at)) shares[isolate]++;
       await sleep(HOLD_MS);
       provider.held--;
+      if (Number.isFinite(LIMIT_RPS)) state.observeSuccess({ bucketId: BUCKET });
       await permit.release();
     }
   }
@@ -83,13 +102,13 @@ async function run(keepLeases) {
   const mean = shares.reduce((a, b) => a + b, 0) / ISOLATES;
   const spread = Math.max(...shares.map((n) => Math.abs(n / mean - 1)));
   const mode = keepLeases ? "kept leases (default)" : "one lease per permit (`keepLeases: false`)";
-  return `| ${mode} | ${rate.toFixed(1)} | ${((100 * rate) / BOUND).toFixed(1)}% of ${BOUND.toFixed(1)} | ${(trips / dispatches.length).toFixed(3)} | ${provider.most} of ${MAX} | ${densestWindow(dispatches, 1000)} of 20 | ${(100 * spread).toFixed(0)}% |`;
+  return `| ${mode} | ${rate.toFixed(1)} | ${((100 * rate) / BOUND).toFixed(1)}% of ${BOUND.toFixed(1)} | ${provider.refused} | ${(trips / dispatches.length).toFixed(3)} | ${provider.most} of ${MAX} | ${densestWindow(arrivals, 1000)} of 20 | ${(100 * spread).toFixed(0)}% |`;
 }
 
 const rows = [];
 for (const keepLeases of [false, true]) rows.push(await run(keepLeases));
 console.log(
-  "| leases | calls/s | share of the slot bound | round trips / call | most held at once | densest 1 s | widest isolate share from equal |",
+  "| leases | calls/s | share of the bound | 429s | round trips / call | most held at once | densest 1 s | widest isolate share from equal |",
 );
-console.log("|---|---|---|---|---|---|---|");
+console.log("|---|---|---|---|---|---|---|---|");
 for (const row of rows) console.log(row);

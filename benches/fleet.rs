@@ -13,9 +13,10 @@ use paceline::sim::scenarios::{
     drifting_limit_at, far_callers, fixed_window_quota, gateway_outage, hidden_limit,
     noisy_provider, noisy_provider_streamed_slots, overstated_rule, per_request_state,
     provider_outage, ramp, rate_bound_slots, rising_limit, rising_stated_limit, saturated,
-    saturated_fleet, shape_figures, slot_bound, slot_bound_under_a_cut, slow_answers, sparse,
-    ten_slots_bind, time_to_reach, DEATHS_AT_MS, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS,
-    PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS, SLOT_BOUND_CUT_TO, SLOT_BOUND_RPS,
+    saturated_fleet, shape_figures, slot_bound, slot_bound_through_an_outage,
+    slot_bound_under_a_cut, slow_answers, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS,
+    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS,
+    SLOT_BOUND_CUT_TO, SLOT_BOUND_RPS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -455,6 +456,20 @@ fn main() {
                     100.0 * rate / SLOT_BOUND_CUT_TO as f64,
                     calls("acquire"),
                     calls("release"),
+                )
+            },
+        );
+        row(
+            "the same fleet, the provider refusing everything 20-35 s (Retry-After: 1)",
+            h,
+            &slot_bound_through_an_outage(h),
+            move |r| {
+                let (from, to) = PROVIDER_OUTAGE_MS;
+                let during = r.dispatches_between(from, to) as f64 / ((to - from) as f64 / 1_000.0);
+                let after = accepted_rps(r, to + 5_000, 60_000);
+                format!(
+                    "{during:.2} calls/s reach it during the outage; {after:.1}/s from 5 s after it, {:.1}% of the {SLOT_BOUND_RPS:.1}/s slot bound",
+                    100.0 * after / SLOT_BOUND_RPS,
                 )
             },
         );

@@ -8,9 +8,10 @@ use paceline::sim::scenarios::{
     accepted_rps, drifting_limit, drifting_limit_at, fixed_window_quota, hidden_limit,
     noisy_provider, noisy_provider_streamed_slots, overstated_rule,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool, provider_outage,
-    rate_bound_slots, rising_limit, rising_limit_at, rising_stated_limit, slot_bound_under_a_cut,
-    slow_answers, time_to_reach, FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, PROVIDER_OUTAGE_MS,
-    RISING_LIMIT_AT_MS, SLOT_BOUND_CUT_TO, SLOT_BOUND_RPS,
+    rate_bound_slots, rising_limit, rising_limit_at, rising_stated_limit,
+    slot_bound_through_an_outage, slot_bound_under_a_cut, slow_answers, time_to_reach,
+    FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, PROVIDER_OUTAGE_MS, RISING_LIMIT_AT_MS, SLOT_BOUND_CUT_TO,
+    SLOT_BOUND_RPS,
 };
 
 /// Under a limit hidden at 40% of the rule: the 429 share after the first
@@ -447,6 +448,37 @@ fn clients_refused_slots_under_a_cut_take_turns_bug_15_round_trips_per_permit() 
         assert!(
             accepted >= 0.95 * SLOT_BOUND_CUT_TO as f64,
             "horizon {horizon}: {accepted:.2}/s of {SLOT_BOUND_CUT_TO}/s"
+        );
+        assert!(
+            r.max_in_flight <= 5,
+            "horizon {horizon}: {} in flight",
+            r.max_in_flight
+        );
+    }
+}
+
+/// Bug: through a provider's outage (everything refused for 15 s with
+/// `Retry-After: 1`) the bucket's rate is paused and hands out no streamed
+/// slots; the slot-bound fleet's clients, which ask for them, were each
+/// told to look again within 25-100 ms, though nothing could go out before
+/// the pause's next probe: some 300 acquires a second through the outage
+/// at the 2 s horizon, 3.3 and 6.5 gateway round trips per permit over the
+/// run (1 s and 2 s horizons). They now look
+/// again once that probe's time is within their horizon.
+#[test]
+fn clients_asking_for_streamed_slots_wait_out_a_pause_bug_300_acquires_a_second() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let r = run_fleet(&slot_bound_through_an_outage(horizon));
+        assert!(
+            r.round_trips_per_permit() <= 2.5,
+            "horizon {horizon}: {} round trips per permit",
+            r.round_trips_per_permit()
+        );
+        let (from, to) = PROVIDER_OUTAGE_MS;
+        let during = r.dispatches_between(from, to) as u64 * 1_000 / (to - from);
+        assert!(
+            during <= 3,
+            "horizon {horizon}: {during} calls a second in the outage"
         );
         assert!(
             r.max_in_flight <= 5,

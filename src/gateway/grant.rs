@@ -219,7 +219,17 @@ impl Bucket {
         let wait_ms = match leased && asks_slots && times.is_empty() && !waits_for_a_call {
             true => {
                 (self.turns_tat, self.slot_turns_tat) = turns;
-                self.kind_retry_ms(now, wait_ms)
+                let retry = self.kind_retry_ms(now, wait_ms);
+                // Through an outage's pause nothing goes out before the
+                // pause's next probe, and every permit a client that asks
+                // for streamed slots is granted is placed on the timeline:
+                // it looks again once that time is within its horizon.
+                // Back within 100 ms instead, the slot-bound fleet polled
+                // the gateway some 300 times a second through the outage.
+                match self.paused() && self.asks_streams() {
+                    true => retry.max(ceil_ms(self.next_free(earliest).saturating_sub(horizon))),
+                    false => retry,
+                }
             }
             false => wait_ms,
         };

@@ -216,14 +216,31 @@ impl Bucket {
     /// frees for a new permit only as often as the rate places one, for
     /// as long as the cut lasts.
     pub(super) fn slots_paced_by_cut(&self, interval: Micros) -> Option<Micros> {
-        let streams = &self.leases.streams;
-        // A client that asks for paced slots is refused only while the
-        // bucket turns to them, and is served as soon as the turn is done.
-        let asks_streams = !streams.paced && !streams.asked_paced.unwrap_or(false);
-        let cut = self.adaptive.as_ref().is_some_and(|a| a.is_reduced());
         let hold = self.leases.hold_us?;
         let round = interval.saturating_mul(self.slot_count());
-        (asks_streams && cut && round >= hold).then_some(interval)
+        (self.streams_held_back_by_cut() && round >= hold).then_some(interval)
+    }
+
+    /// Whether the client asking now wants streamed slots and is refused
+    /// them because the rate is cut, paused or capped, as it will be for
+    /// as long as that lasts. A client that asks for paced slots is
+    /// refused only while the bucket turns to them, and is served as soon
+    /// as the turn is done.
+    pub(super) fn streams_held_back_by_cut(&self) -> bool {
+        let streamed = !self.leases.streams.paced;
+        streamed && self.asks_streams() && self.adaptive.as_ref().is_some_and(|a| a.is_reduced())
+    }
+
+    /// Whether the client asking now wants streamed slots: the kind it
+    /// named, or, naming none, the kind the bucket hands out.
+    pub(super) fn asks_streams(&self) -> bool {
+        let streams = &self.leases.streams;
+        !streams.asked_paced.unwrap_or(streams.paced)
+    }
+
+    /// Whether the adaptive rate is paused through a provider's outage.
+    pub(super) fn paused(&self) -> bool {
+        self.adaptive.as_ref().is_some_and(|a| a.pause.is_some())
     }
 
     /// A client refused a slot: no times, and its turn at the slots (a

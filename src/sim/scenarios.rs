@@ -417,6 +417,16 @@ pub fn slot_bound_under_a_cut(horizon_ms: Millis) -> FleetConfig {
 /// The provider's limit in [`slot_bound_under_a_cut`].
 pub const SLOT_BOUND_CUT_TO: u64 = 12;
 
+/// [`slot_bound`]'s fleet through [`provider_outage`]'s outage: the
+/// provider refuses everything from 20 s to 35 s with `Retry-After: 1`.
+/// Its clients ask for streamed slots, which a paused rate does not hand
+/// out.
+pub fn slot_bound_through_an_outage(horizon_ms: Millis) -> FleetConfig {
+    let mut c = slot_bound(horizon_ms);
+    c.true_limit = provider_outage(horizon_ms).true_limit;
+    c
+}
+
 fn with_noise(mut c: FleetConfig) -> FleetConfig {
     c.true_limit = vec![(0, 40)];
     c.provider = ProviderModel::Noise {

@@ -282,6 +282,16 @@ impl Bucket {
         self.effective_rps().map_or(0, interval_for_rps)
     }
 
+    /// Whether the adaptive rate is cut, paused or capped.
+    pub(super) fn rate_reduced(&self) -> bool {
+        self.adaptive.as_ref().is_some_and(|a| a.is_reduced())
+    }
+
+    /// Whether the adaptive rate is paused through a provider's outage.
+    pub(super) fn paused(&self) -> bool {
+        self.adaptive.as_ref().is_some_and(|a| a.pause.is_some())
+    }
+
     /// How far ahead a client that keeps paced slots is granted permits:
     /// up to `horizon`, but while the adaptive rate is cut, paused or
     /// capped, no more than a rule's window ahead. Its callers draw on its
@@ -291,7 +301,7 @@ impl Bucket {
     /// where one granted further ahead would go out at that rate into a
     /// window the new rate fills.
     pub fn grant_horizon(&self, now: Micros, horizon: Micros) -> Micros {
-        match self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
+        match self.rate_reduced() {
             true => horizon.min(now.saturating_add(self.longest_window_us())),
             false => horizon,
         }

@@ -201,6 +201,15 @@ impl Bucket {
         } else {
             0
         };
+        // A client that asks for kept slots and is refused a lease per
+        // permit for want of a slot holds none: it waits for one, and the
+        // isolates keeping paced slots are told so (they then give idle
+        // ones back), as when a client is refused a kept slot. Untold,
+        // two isolates that kept paced slots through a provider's outage
+        // held all five while six others asked for streamed ones.
+        if leased && asks_slots && requested > 0 && wanted == 0 {
+            self.leases.streams.refused(now);
+        }
         // A client that asks for kept slots and is refused every leased
         // permit (the bucket turns kind, or its rate is cut) comes back
         // when told here, not at the turn just booked for it: a turn kept
@@ -214,15 +223,6 @@ impl Bucket {
         // while the cut rate frees the slots: back within 100 ms, a fleet
         // of 300 ms calls on five slots under a provider's 12/s made 14.8
         // round trips per permit.
-        // A client that asks for kept slots and is refused a lease per
-        // permit for want of a slot holds none: it waits for one, and the
-        // isolates keeping paced slots are told so (they then give idle
-        // ones back), as when a client is refused a kept slot. Untold,
-        // two isolates that kept paced slots through a provider's outage
-        // held all five while six others asked for streamed ones.
-        if leased && asks_slots && requested > 0 && wanted == 0 {
-            self.leases.streams.refused(now);
-        }
         let slots_free_slowly = self.slots_free_slowly() || paced_by_cut.is_some();
         let waits_for_a_call = wanted == 0 && free_slots == 0 && slots_free_slowly;
         let wait_ms = match leased && asks_slots && times.is_empty() && !waits_for_a_call {

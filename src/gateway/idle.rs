@@ -38,7 +38,7 @@ pub(crate) fn bucket_forgettable_at(bucket: &Bucket, now: Micros) -> Micros {
     let permits_aged = bucket
         .last_at
         .map_or(0, |at| at.saturating_add(longest_window));
-    let cut = bucket.pending_cut || bucket.adaptive.as_ref().is_some_and(|a| a.is_reduced());
+    let cut = bucket.pending_cut || bucket.rate_reduced();
     bucket
         .next_free(0)
         .max(permits_aged)

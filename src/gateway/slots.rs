@@ -75,10 +75,27 @@ impl Bucket {
         // A cut, paused or provider-capped rate moves with every answer,
         // and kept leases hear of it only when renewed: such a bucket
         // grants one lease per permit, as the timeline paces each.
-        if self.leases.streams.paced || self.adaptive.as_ref().is_some_and(|a| a.is_reduced()) {
+        if self.leases.streams.paced || self.rate_reduced() {
             return None;
         }
         self.streamable_spacing()
+    }
+
+    /// Whether the client asking now wants streamed slots: the kind it
+    /// named, or, naming none, the kind the bucket hands out (as
+    /// [`Bucket::slot_kind`] resolved it for this ask).
+    pub(super) fn asks_streams(&self) -> bool {
+        let streams = &self.leases.streams;
+        !streams.asked_paced.unwrap_or(streams.paced)
+    }
+
+    /// Whether the client asking now wants streamed slots and is refused
+    /// them because the rate is cut, paused or capped (see
+    /// [`Bucket::stream_spacing`]), as it will be for as long as that
+    /// lasts. A client that asks for paced slots is refused only while the
+    /// bucket turns to them, and is served as soon as the turn is done.
+    pub(super) fn streams_held_back_by_cut(&self) -> bool {
+        !self.leases.streams.paced && self.asks_streams() && self.rate_reduced()
     }
 
     /// The kind of kept leases the bucket hands a client that asks for

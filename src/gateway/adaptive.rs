@@ -386,7 +386,16 @@ impl AdaptiveRate {
     /// came; ends a pause whose probe matured.
     pub fn credit(&mut self, now: Micros, last_grant: Option<Micros>) {
         let ripe = now.saturating_sub(MATURITY_US);
-        let plateau = self.curve.as_ref().map_or(f64::INFINITY, |c| c.w_max);
+        // A curve that falls (a limit followed down) ends where the fall
+        // was projected to, under what the provider took: a step past that
+        // shows the fall stopped short, not that the limit rose. Read as a
+        // rise, the leash let go and the rate ran from 8 a second to the
+        // rules' 20 in one climb.
+        let plateau = self
+            .curve
+            .as_ref()
+            .filter(|c| c.c >= 0.0)
+            .map_or(f64::INFINITY, |c| c.w_max);
         self.leash.matured(ripe, plateau);
         if let Some(p) = &self.pause {
             if p.probe_at.is_some_and(|at| at <= ripe) {

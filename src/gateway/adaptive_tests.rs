@@ -416,3 +416,44 @@ fn a_plateau_guessed_from_a_reading_one_call_high_stays_a_guess_bug_the_demo_fel
     run_for(&mut a, t + S, FALL_S as u64);
     assert!(a.rate() >= 13.0, "followed down to {}", a.rate());
 }
+
+/// Bug: after a falling limit was followed down, the rate's first step
+/// back past where the 429 had put it counted as a step past the plateau
+/// (the followed plateau, under the limit), which shows a limit that rose:
+/// the leash let go, and the rate ran from 8 a second to the rules' 20 in
+/// one climb, six 429s in 400 ms (the hidden limit's fleet, answers 40 ms
+/// late, 2 s horizon).
+#[test]
+fn a_climb_back_from_a_limit_followed_down_is_no_rise_bug_the_rate_ran_from_8_to_20() {
+    // Each permit's answer is known a maturity after its grant, as in a
+    // fleet: a step's share doubles at most once a second.
+    let granting = |a: &mut AdaptiveRate, from: Micros, secs: u64| {
+        let mut t = from;
+        while t < from + secs * S {
+            t += S / 10;
+            a.on_grant(t);
+            a.credit(t, Some(t));
+        }
+        t
+    };
+    let mut a = AdaptiveRate::new(20.0);
+    a.cut(S, S, 0, Some(19.0));
+    let t = granting(&mut a, 2 * S, 2);
+    let refused = a.rate();
+    assert!(!a.cut(t, S, 0, Some(refused - 1.0)), "a step down");
+    assert_eq!(a.curve.as_ref().unwrap().k, FALL_S, "followed down");
+    let cut_to = a.rate();
+    let mut t = t;
+    while a.rate() <= cut_to {
+        t = granting(&mut a, t, 1);
+        assert!(t < 60 * S, "climbs back");
+    }
+    // A second on, the first steps past it have matured: the provider
+    // took them, and none went clearly past the rate it refused.
+    granting(&mut a, t, 1);
+    assert!(
+        a.rate() <= refused * (1.0 + FIRST_STEP),
+        "{} a second after passing {cut_to}, against {refused} refused",
+        a.rate()
+    );
+}

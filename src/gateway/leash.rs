@@ -16,7 +16,9 @@
 //! whole step past it, held for the window a step matures in, meets that
 //! limit; after a cut to what the provider accepted (an overshoot at twice
 //! the limit, read as 8 a second) the rate refused is one no step would
-//! ever pass.
+//! ever pass. A limit followed down has no such plateau: the fall's end is
+//! a projection under what the provider took, and only a step past the
+//! rate refused counts.
 
 use super::timeline::Micros;
 

@@ -24,7 +24,8 @@
 //! the provider accepts.
 //!
 //! 429s within one overload (before the permits granted ahead of the cut
-//! have gone out) are one event. Outside a probe, a 429 counts only when
+//! have gone out) are one event. Outside a probe (or the climb to a plateau
+//! guessed from one reading, which is on trial), a 429 counts only when
 //! 429s are at least `NOISE_SHARE` of the permits granted lately (less those
 //! given back unused, plus the calls clients report their streamed leases
 //! made off the timeline): a provider that refuses 1% of calls at random is
@@ -270,11 +271,16 @@ impl AdaptiveRate {
     }
 
     /// Counts a 429 reported at `now`; whether 429s are now frequent enough
-    /// to be the provider's answer to the rate rather than noise.
+    /// to be the provider's answer to the rate rather than noise. Above the
+    /// plateau (probing) a 429 is the answer expected; so it is on the way
+    /// to a plateau guessed from one reading, which may be a call high:
+    /// there a 429 says the guess is, and waiting for 429s to pass for a
+    /// signal let a fleet at a guessed 15.84 a second take a 429 a second
+    /// from a provider taking 15 until the fifth.
     pub fn refused_at(&mut self, now: Micros) -> bool {
         self.decay(now);
         self.refused += 1.0;
-        self.is_probing() || self.refused >= NOISE_SHARE * self.granted
+        self.is_probing() || self.plateau_guessed || self.refused >= NOISE_SHARE * self.granted
     }
     /// Whether the rate is above the plateau it held after its last cut:
     /// the one time a 429 is expected, and needs no corroboration.

@@ -272,11 +272,11 @@ impl AdaptiveRate {
 
     /// Counts a 429 reported at `now`; whether 429s are now frequent enough
     /// to be the provider's answer to the rate rather than noise. Above the
-    /// plateau (probing) a 429 is the answer expected; so it is on the way
-    /// to a plateau guessed from one reading, which may be a call high:
-    /// there a 429 says the guess is, and waiting for 429s to pass for a
-    /// signal let a fleet at a guessed 15.84 a second take a 429 a second
-    /// from a provider taking 15 until the fifth.
+    /// plateau (probing) a 429 is the answer expected. So is one on the way
+    /// to a plateau guessed from a single reading, which may be a call
+    /// high: the 429 says it is. Weighed as noise instead, such 429s let a
+    /// fleet climbing to a guessed 15.84 a second take one a second from a
+    /// provider taking 15, until the fifth.
     pub fn refused_at(&mut self, now: Micros) -> bool {
         self.decay(now);
         self.refused += 1.0;

@@ -11,9 +11,9 @@ use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, at_the_edge, bursty, churning, concurrency_with_deaths, drifting_limit,
     drifting_limit_at, far_callers, fixed_window_quota, gateway_outage, hidden_limit,
-    near_callers_at_the_edge, noisy_provider, noisy_provider_streamed_slots, overstated_rule,
-    per_request_state, provider_outage, ramp, rate_bound_slots, rising_limit, rising_stated_limit,
-    saturated, saturated_fleet, shape_figures, slot_bound, slot_bound_through_an_outage,
+    noisy_provider, noisy_provider_streamed_slots, overstated_rule, per_request_state,
+    provider_outage, ramp, rate_bound_slots, rising_limit, rising_stated_limit, saturated,
+    saturated_fleet, shape_figures, slot_bound, slot_bound_through_an_outage,
     slot_bound_under_a_cut, slow_answers, sparse, ten_slots_bind, time_to_reach, DEATHS_AT_MS,
     FLEET_HORIZON_MS, LIMIT_RISES_AT_MS, OUTAGE_MS, PROVIDER_OUTAGE_MS, SHAPE_GATEWAY_ONE_WAY_MS,
     SLOT_BOUND_CUT_TO, SLOT_BOUND_RPS,
@@ -25,7 +25,7 @@ mod adaptive;
 use adaptive::{
     adaptive_over_phases_timing_and_latency, demo_through_call_tool,
     demo_through_stalling_call_tool, drifting_limit_phases, hidden_limit_found, hidden_limit_rises,
-    hidden_limit_rises_part_way, rising_limit_row, rising_limit_rows,
+    hidden_limit_rises_part_way, machine_timing, rising_limit_row, rising_limit_rows,
 };
 
 fn row(
@@ -139,13 +139,17 @@ fn far_provider_rows(horizon: u64) {
 
 /// The demo's fleet at the rule with answers 40 ms later, under a real
 /// machine's timing: each seed's share of the 19.5/s the deployed guard
-/// allows, and its gateway round trips per permit.
+/// allows, and its gateway round trips per permit. Each caller spends most
+/// of its time in calls about a permit's spacing long, so at any moment
+/// both of an isolate's callers may be in one.
 fn near_callers_at_the_edge_row(horizon: u64) {
     let start = Instant::now();
     let mut shares = Vec::new();
     let mut trips = Vec::new();
     for seed in 1..=3 {
-        let config = near_callers_at_the_edge(horizon, seed);
+        let mut near = far_callers(horizon);
+        near.answer_latency_ms = 40;
+        let config = machine_timing(near, seed);
         let r = run_fleet(&config);
         let allowed = 20_000.0 / (1_000 + config.gateway.window_guard_ms) as f64;
         shares.push(format!(

@@ -404,7 +404,7 @@ fn ideal_prober_raised_half(rises: std::ops::RangeInclusive<u64>) -> (f64, f64) 
 /// The jitter of a real machine, as the deployed guard meets it: timers and
 /// gateway ways up to 10 ms late, calls up to 5 ms on their way. Seed 0 is
 /// the jitter-free run (the fleet guard's 5 ms, as the other rows).
-fn machine_timing(config: FleetConfig, seed: u64) -> FleetConfig {
+pub fn machine_timing(config: FleetConfig, seed: u64) -> FleetConfig {
     if seed == 0 {
         return config;
     }

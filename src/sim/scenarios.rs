@@ -390,24 +390,6 @@ pub fn far_callers(horizon_ms: Millis) -> FleetConfig {
     c
 }
 
-/// [`far_callers`]' fleet with answers back 40 ms later and a real
-/// machine's timing (seeded): timers and gateway ways up to 10 ms late,
-/// calls up to 5 ms on their way, the deployed guard. Each caller spends
-/// most of its time in calls about a permit's spacing long, so at any
-/// moment both of an isolate's callers may be in one.
-pub fn near_callers_at_the_edge(horizon_ms: Millis, seed: u64) -> FleetConfig {
-    let mut c = far_callers(horizon_ms);
-    c.answer_latency_ms = 40;
-    let jitter = Jitter {
-        timer_late: Spread::upto(10),
-        gateway_way: Spread::upto(10),
-        transit: Spread::upto(5),
-        seed,
-        ..c.jitter
-    };
-    at_the_edge(c, None, jitter)
-}
-
 /// The provider refuses 1% of calls at random though the fleet stays well
 /// under its limit (40 req/s against the configured 20).
 pub fn noisy_provider(horizon_ms: Millis) -> FleetConfig {

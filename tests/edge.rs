@@ -11,8 +11,8 @@
 
 use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
-    at_the_edge, bursty, churning, gateway_outage, per_request_state, rate_bound_slots, saturated,
-    slot_bound, sparse, transit_allowance_ms, FLEET_HORIZON_MS,
+    accepted_rps, at_the_edge, bursty, churning, far_callers, gateway_outage, per_request_state,
+    rate_bound_slots, saturated, slot_bound, sparse, transit_allowance_ms, FLEET_HORIZON_MS,
 };
 use paceline::sim::{run_fleet, FleetConfig, FleetReport};
 
@@ -213,4 +213,43 @@ fn clocks_off_by_a_few_ms_take_twice_their_skew_out_of_the_way_s_allowance() {
     };
     let over = seconds_over(with_the_whole_allowance);
     assert!(over > 0, "the skew took nothing from the allowance");
+}
+
+/// Bug: the demo's fleet (8 isolates of 2 callers looping, calls of about
+/// 85 ms, answers 40 ms later) against a provider that takes the rule, with
+/// timers and gateway trips up to 10 ms late and calls up to 5 ms on their
+/// way, used 80-84% of what the deployed guard allows, at 0.46 round trips
+/// a permit. An isolate looked at its next permit a round trip before it
+/// was due; with both callers in calls nobody waited for it, so it gave
+/// back a quarter of its permits and its booked turn, and asked again
+/// seconds behind the fleet when its callers came back. A caller in a call
+/// that usually ends before the permit's deadline now counts as coming
+/// for it.
+#[test]
+fn callers_in_calls_keep_the_permits_they_come_back_for_bug_the_demo_s_fleet_used_82_percent() {
+    for horizon in [1_000, FLEET_HORIZON_MS] {
+        let mut config = far_callers(horizon);
+        config.answer_latency_ms = 40;
+        let jitter = Jitter {
+            timer_late: Spread::upto(10),
+            gateway_way: Spread::upto(10),
+            transit: Spread::upto(5),
+            seed: 1,
+            ..config.jitter
+        };
+        let config = at_the_edge(config, None, jitter);
+        let r = run_fleet(&config);
+        let allowed = 20_000.0 / (1_000 + config.gateway.window_guard_ms) as f64;
+        let share = accepted_rps(&r, 0, 60_000) / allowed;
+        assert!(
+            share >= 0.93,
+            "horizon {horizon}: {share:.3} of {allowed}/s"
+        );
+        let trips = r.round_trips_per_permit();
+        assert!(
+            trips <= 0.25,
+            "horizon {horizon}: {trips:.2} round trips a permit"
+        );
+        assert_within_the_rule(&format!("horizon {horizon}"), &config, &r);
+    }
 }

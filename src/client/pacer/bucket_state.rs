@@ -2,6 +2,7 @@
 //! clock, its demand, its kept leases and what it owes the gateway.
 
 use super::block::Block;
+use super::calls::CallsInFlight;
 use super::clock::ClockSync;
 use super::demand::DrawRate;
 use super::hold::HoldTime;
@@ -26,6 +27,7 @@ pub(super) struct BucketState {
     pub(super) refill: Refill,
     pub(super) clock: ClockSync,
     pub(super) draw_rate: DrawRate,
+    pub(super) calls: CallsInFlight,
     /// A task is watching the block for permits nobody will use.
     pub(super) watching: bool,
     pub(super) effective_rps: Option<f64>,

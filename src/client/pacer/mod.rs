@@ -9,7 +9,8 @@
 //! gateway's clock as seen from here), [`due`] (permits handed out without
 //! waiting), [`giveback`] (leases and unused times going back in batches),
 //! [`surplus`] (noticing permits this isolate will not use while they can
-//! still serve another), [`penalty`] (a provider's 429), and the kept
+//! still serve another), [`calls`] (the calls its callers are in, and how
+//! long they take), [`penalty`] (a provider's 429), and the kept
 //! leases of a bucket with a concurrency bound: [`pool`] (handing them
 //! between callers here), [`lease_pool`] (their bookkeeping),
 //! [`pool_return`] (their way back), [`hold`] (whether calls here are long
@@ -19,6 +20,7 @@
 
 mod block;
 mod bucket_state;
+mod calls;
 mod clock;
 mod demand;
 mod due;
@@ -323,8 +325,9 @@ impl GatewayRateState {
             }
         }
         let mut ahead = None;
-        if drawn.is_some() {
+        if let Some(d) = &drawn {
             state.draw_rate.draw(now);
+            state.calls.begin(d.due.max(now));
             ahead = refill::ahead(state, target, now);
         }
         drop(buckets);
@@ -349,10 +352,12 @@ impl GatewayRateState {
     }
 
     /// A provider call succeeded; the next acquire reports it so the gateway
-    /// can raise the rate.
+    /// can raise the rate. Its caller's call has ended.
     pub fn observe_success(&self, bucket_id: &str) {
+        let now = self.inner.rt.now_ms();
         self.state(bucket_id, |s| {
             s.pending_successes = (s.pending_successes + 1).min(limits::MAX_OBSERVED_SUCCESSES);
+            s.calls.end(now);
         });
     }
 

@@ -32,6 +32,7 @@ impl GatewayRateState {
         rate_scope_token: Option<&str>,
         cooldown_ms: Millis,
     ) -> Result<()> {
+        let answered_at = self.inner.rt.now_ms();
         if cooldown_ms == 0 {
             return Ok(());
         }
@@ -56,6 +57,7 @@ impl GatewayRateState {
         let now = self.inner.rt.now_ms();
         let mut cut = false;
         let dropped = self.state(bucket_id, |s| {
+            s.calls.end(answered_at);
             if until != Millis::MAX {
                 s.unsent_before = s.unsent_before.max(s.clock.to_local(until));
             }

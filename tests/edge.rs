@@ -230,13 +230,7 @@ fn callers_in_calls_keep_the_permits_they_come_back_for_bug_the_demo_s_fleet_use
     for horizon in [1_000, FLEET_HORIZON_MS] {
         let mut config = far_callers(horizon);
         config.answer_latency_ms = 40;
-        let jitter = Jitter {
-            timer_late: Spread::upto(10),
-            gateway_way: Spread::upto(10),
-            transit: Spread::upto(5),
-            seed: 1,
-            ..config.jitter
-        };
+        let jitter = config.jitter.on_a_real_machine(1);
         let config = at_the_edge(config, None, jitter);
         let r = run_fleet(&config);
         let allowed = 20_000.0 / (1_000 + config.gateway.window_guard_ms) as f64;

@@ -6,7 +6,6 @@
 
 use std::time::Instant;
 
-use paceline::sim::jitter::{Jitter, Spread};
 use paceline::sim::scenarios::{
     accepted_rps, at_the_edge, drifting_limit, drifting_limit_at, hidden_limit,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool, rising_limit,
@@ -401,20 +400,14 @@ fn ideal_prober_raised_half(rises: std::ops::RangeInclusive<u64>) -> (f64, f64) 
     (shares.iter().sum::<f64>() / n, reaching / n)
 }
 
-/// The jitter of a real machine, as the deployed guard meets it: timers and
-/// gateway ways up to 10 ms late, calls up to 5 ms on their way. Seed 0 is
-/// the jitter-free run (the fleet guard's 5 ms, as the other rows).
+/// `config` under the deployed guard with a real machine's timing (see
+/// `Jitter::on_a_real_machine`). Seed 0 is the jitter-free run (the
+/// fleet guard's 5 ms, as the other rows).
 pub fn machine_timing(config: FleetConfig, seed: u64) -> FleetConfig {
     if seed == 0 {
         return config;
     }
-    let jitter = Jitter {
-        timer_late: Spread::upto(10),
-        gateway_way: Spread::upto(10),
-        transit: Spread::upto(5),
-        seed,
-        ..config.jitter
-    };
+    let jitter = config.jitter.on_a_real_machine(seed);
     at_the_edge(config, None, jitter)
 }
 

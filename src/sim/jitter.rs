@@ -65,6 +65,19 @@ pub struct Jitter {
 }
 
 impl Jitter {
+    /// This jitter with a real machine's timing, as the deployed guard
+    /// meets it: timers and gateway ways up to 10 ms late, calls up to 5 ms
+    /// on their way, drawn from `seed`.
+    pub fn on_a_real_machine(self, seed: u64) -> Jitter {
+        Jitter {
+            timer_late: Spread::upto(10),
+            gateway_way: Spread::upto(10),
+            transit: Spread::upto(5),
+            seed,
+            ..self
+        }
+    }
+
     /// The seed of the `n`th kind of delay.
     fn stream(&self, n: u64) -> u64 {
         self.seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)

@@ -42,22 +42,16 @@ impl CallsInFlight {
 
     /// An outcome came back: the oldest call within the memory ended
     /// (which one did is not known, and only when the others began
-    /// matters).
+    /// matters). Calls past the memory had no outcome and measure nothing.
     pub fn end(&mut self, now: Millis) {
-        let mut took = None;
-        while let Some(&began) = self.started.get(self.ended) {
-            self.ended += 1;
-            // A call past the memory had no outcome; it measures nothing.
-            if began.saturating_add(CALL_MEMORY_MS) > now {
-                took = Some(now.saturating_sub(began));
-                break;
-            }
-        }
+        let oldest = self.oldest_running(now);
+        self.ended = oldest.map_or(self.started.len(), |(i, _)| i + 1);
         if self.ended == self.started.len() {
             self.started.clear();
             self.ended = 0;
         }
-        if let Some(took) = took {
+        if let Some((_, began)) = oldest {
+            let took = now.saturating_sub(began);
             let mean = self.typical_ms.unwrap_or(took);
             self.typical_ms = Some(mean - mean / 4 + took / 4);
         }
@@ -66,17 +60,23 @@ impl CallsInFlight {
     /// Whether a caller in a call begun within the memory is expected back
     /// by `by`, its call taking as long as calls here usually do.
     pub fn back_by(&self, now: Millis, by: Millis) -> bool {
-        let Some(typical) = self.typical_ms else {
-            return false;
-        };
+        match (self.oldest_running(now), self.typical_ms) {
+            (Some((_, began)), Some(typical)) => began.saturating_add(typical) <= by,
+            _ => false,
+        }
+    }
+
+    /// The oldest call not ended and begun within the memory: its place
+    /// and when it began.
+    fn oldest_running(&self, now: Millis) -> Option<(usize, Millis)> {
         let mut i = self.ended;
-        while let Some(&at) = self.started.get(i) {
-            if at.saturating_add(CALL_MEMORY_MS) > now {
-                return at.saturating_add(typical) <= by;
+        while let Some(&began) = self.started.get(i) {
+            if began.saturating_add(CALL_MEMORY_MS) > now {
+                return Some((i, began));
             }
             i += 1;
         }
-        false
+        None
     }
 }
 

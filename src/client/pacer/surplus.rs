@@ -53,10 +53,10 @@ impl GatewayRateState {
                     // if nobody has drawn it by then, and no caller in a
                     // call is due back for it, nobody will take it.
                     let look_at = due.saturating_sub(s.clock.rtt_ms() + REFILL_POLL_MS);
-                    let until_gone = due + block.tolerance_ms + 1;
+                    let deadline = due + block.tolerance_ms;
                     sleep = Some(if look_at > now {
                         look_at - now
-                    } else if s.waiters > 0 || s.calls.back_by(now, until_gone - 1) {
+                    } else if s.waiters > 0 || s.calls.back_by(now, deadline) {
                         REFILL_POLL_MS
                     } else {
                         let rate = s.draw_rate.rate_at(now);
@@ -71,7 +71,7 @@ impl GatewayRateState {
                         }
                         // The earliest permit stays; look again once it is
                         // drawn or dead.
-                        until_gone.saturating_sub(now).max(1)
+                        (deadline + 1).saturating_sub(now).max(1)
                     });
                 }
                 if !gone.is_empty() {

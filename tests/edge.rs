@@ -224,7 +224,11 @@ fn clocks_off_by_a_few_ms_take_twice_their_skew_out_of_the_way_s_allowance() {
 /// back a quarter of its permits and its booked turn, and asked again
 /// seconds behind the fleet when its callers came back. A caller in a call
 /// that usually ends before the permit's deadline now counts as coming
-/// for it.
+/// for it. The rest of the loss (94.6% at the 2 s horizon) was the start:
+/// isolates gave back most of their first blocks before any call had
+/// ended, and the turns they forgot stayed booked while the timeline
+/// idled; the gateway now shortens the turns booked ahead by what comes
+/// back.
 #[test]
 fn callers_in_calls_keep_the_permits_they_come_back_for_bug_the_demo_s_fleet_used_82_percent() {
     for horizon in [1_000, FLEET_HORIZON_MS] {
@@ -236,7 +240,7 @@ fn callers_in_calls_keep_the_permits_they_come_back_for_bug_the_demo_s_fleet_use
         let allowed = 20_000.0 / (1_000 + config.gateway.window_guard_ms) as f64;
         let share = accepted_rps(&r, 0, 60_000) / allowed;
         assert!(
-            share >= 0.93,
+            share >= 0.96,
             "horizon {horizon}: {share:.3} of {allowed}/s"
         );
         let trips = r.round_trips_per_permit();

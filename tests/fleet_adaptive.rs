@@ -496,11 +496,13 @@ fn clients_asking_for_streamed_slots_wait_out_a_pause_bug_300_acquires_a_second(
 /// at the 1 s horizon, 77.3% at 2 s. An isolate that gives permits back now
 /// asks for about what its callers took. At 2 s its isolates then meet the
 /// provider's limit within 4 s, and each cut's hold costs whole seconds:
-/// 85.9% there, 93.4% at 1 s.
+/// 93.4% at 1 s, and 83.8% at 2 s with 3.95% 429s (85.9% with 4.69%
+/// before the gateway shortened the turns booked ahead by the permits
+/// given back; over 12 jittered seeds 85.1% -> 84.5%).
 #[test]
 fn a_fleet_whose_calls_outlast_the_permits_spacing_uses_the_limit_bug_most_of_each_block_went_back()
 {
-    for (horizon, share) in [(1_000, 0.92), (FLEET_HORIZON_MS, 0.85)] {
+    for (horizon, share) in [(1_000, 0.92), (FLEET_HORIZON_MS, 0.83)] {
         let mut config = overstated_rule(horizon);
         config.answer_latency_ms = 250;
         let r = run_fleet(&config);

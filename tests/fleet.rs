@@ -1,16 +1,16 @@
 //! The fleet simulation as a test: many isolates, one gateway, one
 //! provider, on virtual time (its adaptive cases, a provider whose limit
-//! moves or is hidden, are in `fleet_adaptive.rs`). Each test names the
-//! invariant it holds; `cargo bench --bench fleet` reports the same runs'
-//! figures.
+//! moves or is hidden, are in `fleet_adaptive.rs`; open-loop traffic
+//! shapes in `fleet_shapes.rs`). Each test names the invariant it holds;
+//! `cargo bench --bench fleet` reports the same runs' figures.
 
 use paceline::sim::arrivals::percentile;
 use paceline::sim::jitter::Spread;
 use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
-    bursty, churning, concurrency_with_deaths, far_callers, gateway_outage, per_request_state,
-    ramp, rate_bound_slots, saturated, saturated_fleet, shape_figures, slot_bound, sparse,
-    ten_slots_bind, ShapeFigures, DEATHS_AT_MS, FLEET_HORIZON_MS, OUTAGE_MS, SLOT_BOUND_RPS,
+    concurrency_with_deaths, far_callers, gateway_outage, rate_bound_slots, saturated,
+    saturated_fleet, shape_figures, slot_bound, ten_slots_bind, ShapeFigures, DEATHS_AT_MS,
+    FLEET_HORIZON_MS, OUTAGE_MS, SLOT_BOUND_RPS,
 };
 
 #[test]
@@ -410,56 +410,6 @@ fn a_gateway_outage_stops_dispatch_surfaces_unavailable_and_loses_no_budget_coun
         r.budget_counter_at_gateway,
         "every unit the gateway counted is used once or still held"
     );
-    assert_eq!(r.windows_over(20, 1_000), 0);
-}
-
-/// Every open-loop shape, with its name.
-fn shapes() -> Vec<(&'static str, paceline::sim::FleetConfig)> {
-    vec![
-        ("sparse: 40 isolates, Poisson, 90%", sparse(40, 0.9)),
-        ("sparse: 100 isolates, Poisson, 50%", sparse(100, 0.5)),
-        ("sparse: 1,000 isolates, Poisson, 50%", sparse(1_000, 0.5)),
-        ("bursty: 4 isolates, 8 calls every 2 s", bursty()),
-        ("churn: isolates evicted after 1-6 calls", churning()),
-        ("ramp: 10% to 100% and back over 10 min", ramp()),
-    ]
-}
-
-#[test]
-fn sparse_bursty_and_churning_fleets_keep_the_provider_within_the_rule_and_near_the_oracle() {
-    for (name, config) in shapes() {
-        let r = run_fleet(&config);
-        let f = shape_figures(&config, &r);
-        assert!(f.densest <= 20, "{name}: {} in one second", f.densest);
-        assert_eq!(r.windows_over(20, 1_000), 0, "{name}");
-        assert!(f.utilization >= 0.99, "{name}: served {}", f.utilization);
-        assert!(
-            f.wait_p50_ms <= f.oracle_p50_ms + 40.0,
-            "{name}: p50 {} against the oracle's {}",
-            f.wait_p50_ms,
-            f.oracle_p50_ms
-        );
-        assert!(
-            f.wait_p99_ms <= f.oracle_p99_ms + 150.0,
-            "{name}: p99 {} against the oracle's {}",
-            f.wait_p99_ms,
-            f.oracle_p99_ms
-        );
-        assert!(
-            f.round_trips_per_permit <= 1.05,
-            "{name}: {} round trips per permit",
-            f.round_trips_per_permit
-        );
-        assert!(r.errors.is_empty(), "{name}: {:?}", r.errors);
-    }
-}
-
-#[test]
-fn a_state_built_per_request_still_uses_nine_tenths_of_the_rule() {
-    let config = per_request_state();
-    let r = run_fleet(&config);
-    let f = shape_figures(&config, &r);
-    assert!(f.utilization >= 0.9, "{}", f.utilization);
     assert_eq!(r.windows_over(20, 1_000), 0);
 }
 

@@ -38,7 +38,7 @@ const FAIR_TURNS_AFTER_CUT_US: Micros = 30_000_000;
 pub(crate) struct FairTurns {
     /// Not before this: the end of the warm-up, or of the wait after a cut.
     from: Micros,
-    /// Whether they were at the last update.
+    /// Whether turns were sized by callers at the last update.
     pub on: bool,
     /// The end of the whole-horizon turns booked before they were: a
     /// client whose turn is one of those is granted all of it (the client

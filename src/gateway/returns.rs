@@ -114,11 +114,11 @@ fn count(map: &BTreeMap<u64, u32>) -> usize {
 
 impl Bucket {
     /// Takes back the granted times a client will not use (see
-    /// [`ReturnPool::give_back`]). Each one taken leaves
-    /// the count of what the provider was sent, until it is granted again:
-    /// counted, an unused permit read as one the provider accepted, and a
-    /// cut read over a block its isolate could not use went to a limit
-    /// above the provider's.
+    /// [`ReturnPool::give_back`]). Each one taken leaves the count of what
+    /// the provider was sent, until it is granted again: counted, an
+    /// unused permit read as one the provider accepted, and a cut read over
+    /// a block its isolate could not use went to a limit above the
+    /// provider's.
     ///
     /// A client gives back what its callers did not come for and forgets
     /// the turn it was booked for its next block, so while turns are sized

@@ -124,3 +124,26 @@ fn successes_ride_on_the_next_acquire() {
         "each success before the last refill is reported once: {sent:?}"
     );
 }
+
+/// Bug: a 429 reported with no wait (`cooldownMs: 0` through the
+/// governor's `reportProviderBackpressure`, which takes 0) never reached
+/// the gateway: the pacer returned before telling it, so the bucket's rate
+/// was not cut and the fleet went on sending at the rate refused. It now
+/// reaches the gateway with the shortest cooldown it takes, and cuts.
+#[test]
+fn a_429_reported_with_no_wait_still_cuts_the_rate_bug_it_never_reached_the_gateway() {
+    let (rt, port, pacer) = setup(0);
+    let rules = rate(20);
+    let (p, r) = (pacer.clone(), rules.clone());
+    block_on(&rt, async move {
+        drop(take(&p, &r, None).await.unwrap());
+        p.penalize(BUCKET, None, 0).await.unwrap();
+    });
+    assert_eq!(port.round_trips.borrow().get("penalize"), Some(&1));
+    let times = times_of(&rt, &pacer, rules, 4);
+    let spacing = (times[3] - times[0]) / 3;
+    assert!(
+        spacing > 50,
+        "permits {spacing} ms apart after the 429: the rule's 20/s, not cut ({times:?})"
+    );
+}

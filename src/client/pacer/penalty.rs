@@ -33,13 +33,12 @@ impl GatewayRateState {
         cooldown_ms: Millis,
     ) -> Result<()> {
         let answered_at = self.inner.rt.now_ms();
-        if cooldown_ms == 0 {
-            return Ok(());
-        }
         let request = PenalizeRequest {
             bucket_id: bucket_id.to_owned(),
             rate_scope_token: rate_scope_token.map(str::to_owned),
-            cooldown_ms: cooldown_ms.min(limits::MAX_COOLDOWN_MS),
+            // A 429 that asked for no wait is still a 429: the gateway
+            // cuts the rate for it, with the shortest cooldown it takes.
+            cooldown_ms: cooldown_ms.clamp(1, limits::MAX_COOLDOWN_MS),
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
             quota: self.state(bucket_id, |s| s.quota.pending.take()),
         };

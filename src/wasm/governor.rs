@@ -194,6 +194,7 @@ impl JsGovernor {
 
     /// A provider's 429 seen outside `callTool`: the cooldown it asked for
     /// (its `Retry-After`, in ms) goes to the bucket the tool's calls go to.
+    /// A 429 that asked for no wait (0) still cuts the bucket's rate.
     #[wasm_bindgen(js_name = reportProviderBackpressure, unchecked_return_type = "Promise<void>")]
     pub fn report_provider_backpressure(
         &self,

@@ -224,3 +224,31 @@ describe("a failed penalize", () => {
     assert.equal(seen.penalize[0].bucketId, "org:apollo:apollo.search");
   });
 });
+
+describe("a 429 that asked for no wait", () => {
+  test("reaches the gateway and cuts the rate, from the governor and from a rate state alike", async () => {
+    const inner = coreTransport(new GatewayCore({}));
+    const penalties = [];
+    const port = {
+      async post(path, body) {
+        const answer = await inner.post(path, body);
+        const [name, req] = sentRequest(path, body);
+        if (name === "penalize") {
+          const { effectiveRequestsPerSecond } = JSON.parse(new TextDecoder().decode(answer.body));
+          penalties.push({ cooldownMs: req.cooldownMs, effectiveRequestsPerSecond });
+        }
+        return answer;
+      },
+    };
+    const rateState = new GatewayRateState(port);
+    const gov = governor(rateState);
+    await (await gov.acquireToolSlot({ toolId: "apollo.search" })).release();
+    await gov.reportProviderBackpressure({ provider: "apollo", cooldownMs: 0 });
+    await rateState.penalize({ bucketId: "org:apollo", cooldownMs: 0 });
+    assert.equal(penalties.length, 2, "each 429 reached the gateway");
+    for (const { cooldownMs, effectiveRequestsPerSecond } of penalties) {
+      assert.equal(cooldownMs, 1, "the shortest cooldown the gateway takes");
+      assert.ok(effectiveRequestsPerSecond < 20, `the rule's 20/s was not cut: ${effectiveRequestsPerSecond}`);
+    }
+  });
+});

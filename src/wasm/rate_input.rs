@@ -62,7 +62,7 @@ export interface PermitRefusal {
   retryAfterMs: number;
 }
 export interface PenalizeInput extends BucketRef {
-  /** The wait the provider's 429 asked for (its Retry-After, in ms); the gateway decides how long the bucket sits out (`cooldownUntilMs`). */
+  /** The wait the provider's 429 asked for (its Retry-After, in ms; 0 if none, and the 429 still cuts the rate); the gateway decides how long the bucket sits out (`cooldownUntilMs`). */
   cooldownMs: number;
 }
 export interface ObserveHeadersInput extends BucketRef {
@@ -197,10 +197,11 @@ pub(crate) fn try_acquire_input(input: &JsValue) -> Result<AcquireInput> {
 pub(crate) fn penalize_input(input: &JsValue) -> Result<(BucketRef, u64)> {
     let o = ObjectArg::new(input, "input")?;
     let bucket = BucketRef::read(&o, &["cooldownMs"])?;
+    // 0 is a 429 that asked for no wait: it still cuts the rate.
     match o.opt_integer("cooldownMs", limits::MAX_COOLDOWN_MS)? {
-        Some(ms) if ms >= 1 => Ok((bucket, ms)),
-        _ => Err(Error::invalid(format!(
-            "input.cooldownMs is required: an integer from 1 to {} (milliseconds)",
+        Some(ms) => Ok((bucket, ms)),
+        None => Err(Error::invalid(format!(
+            "input.cooldownMs is required: an integer from 0 to {} (milliseconds)",
             limits::MAX_COOLDOWN_MS
         ))),
     }

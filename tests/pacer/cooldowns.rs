@@ -147,3 +147,41 @@ fn a_429_reported_with_no_wait_still_cuts_the_rate_bug_it_never_reached_the_gate
         "permits {spacing} ms apart after the 429: the rule's 20/s, not cut ({times:?})"
     );
 }
+
+/// Bug: after a refill found the gateway down, the pacer waits a second
+/// before asking it again, and a caller that came meanwhile waited that
+/// second out before its refill even started, whatever its `maxWaitMs`
+/// (a limiter with `maxWaitMs: 100` took 1.3-2.2 s to fail against a port
+/// that failed 70% of the time). A caller whose longest wait ends before
+/// the pause does now gets the gateway's failure at once.
+#[test]
+fn a_caller_during_the_pause_after_a_gateway_failure_gets_it_at_once_bug_it_waited_the_pause_out() {
+    let rig = SimRig::new(0);
+    let options = PacerOptions {
+        max_wait_ms: 100,
+        ..PacerOptions::default()
+    };
+    let pacer = GatewayRateState::new(rig.gateway_port(), rig.runtime(), options);
+    let (rt, rules) = (rig.rt.clone(), rate(20));
+    rig.port.refuse.set(3);
+    let (p, r) = (pacer.clone(), rules.clone());
+    let first = block_on(&rt, async move { take(&p, &r, None).await.map(|_| ()) });
+    assert_eq!(first.unwrap_err().code, ErrorCode::GatewayUnavailable);
+    let (p, r, rt2) = (pacer.clone(), rules.clone(), rt.clone());
+    let (second, waited) = block_on(&rt, async move {
+        let began = rt2.now_ms();
+        let second = take(&p, &r, None).await.map(|_| ());
+        (second, rt2.now_ms() - began)
+    });
+    assert_eq!(second.unwrap_err().code, ErrorCode::GatewayUnavailable);
+    assert_eq!(waited, 0, "the caller waited out the pause");
+    let (p, rt2) = (pacer.clone(), rt.clone());
+    block_on(&rt, async move {
+        rt2.sleep(1_000).await;
+        drop(
+            take(&p, &rules, None)
+                .await
+                .expect("the gateway is back after the pause"),
+        );
+    });
+}

@@ -152,14 +152,23 @@ impl GatewayRateState {
         signal: Option<&AbortSignal>,
     ) -> Result<()> {
         let now = self.inner.rt.now_ms();
+        let max_wait = self.inner.options.max_wait_ms;
         let (generation, started) = self.state(&target.bucket_id, |state| {
-            state.waiters += 1;
             let r = &mut state.refill;
-            if r.running {
-                return (r.generation, None);
+            // The gateway just failed, and the pause before asking it
+            // again outlasts the caller's longest wait: its failure now,
+            // not after the pause.
+            if let (false, Some((_, e))) = (r.running, &r.error) {
+                if r.not_before > now + max_wait {
+                    return Err(e.clone());
+                }
             }
-            (r.begin(now), Some(r.landed_event.listen()))
-        });
+            state.waiters += 1;
+            if r.running {
+                return Ok((r.generation, None));
+            }
+            Ok((r.begin(now), Some(r.landed_event.listen())))
+        })?;
         if started.is_some() {
             self.spawn_refill(generation, target);
         }

@@ -21,7 +21,7 @@ fn keeping_pacer(rig: &SimRig) -> GatewayRateState {
         keep_leases: true,
         ..PacerOptions::default()
     };
-    GatewayRateState::new(rig.gateway_port(), rig.runtime(), options)
+    rig.pacer_with(options)
 }
 
 /// Callers of one isolate loop on one slot: acquire, hold it for

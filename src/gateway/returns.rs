@@ -131,17 +131,19 @@ impl Bucket {
     /// shortening them there raised the 429s of a provider that takes 60%
     /// of the rule from 1.0% to 1.35%.
     pub(super) fn take_back(&mut self, times: &[u64], now_ms: u64) {
-        let interval = self.turn_interval(self.adaptive_interval());
+        let mut taken = 0;
         for &at in times {
             if self.returns.give_back(&[at], now_ms) == 1 {
-                if self.fair_turns.on {
-                    self.turns_tat = self.turns_tat.saturating_sub(interval);
-                }
+                taken += 1;
                 self.throughput.ungranted(micros(at));
                 if let Some(a) = &mut self.adaptive {
                     a.on_return();
                 }
             }
+        }
+        if taken > 0 && self.fair_turns.on {
+            let spacing = self.turn_interval(self.adaptive_interval());
+            self.turns_tat = self.turns_tat.saturating_sub(spacing.saturating_mul(taken));
         }
     }
 

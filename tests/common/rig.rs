@@ -33,7 +33,12 @@ impl SimRig {
 
     /// A pacer with the default options, leasing from the scripted port.
     pub fn pacer(&self) -> GatewayRateState {
-        GatewayRateState::new(self.gateway_port(), self.runtime(), PacerOptions::default())
+        self.pacer_with(PacerOptions::default())
+    }
+
+    /// A pacer with `options`, leasing from the scripted port.
+    pub fn pacer_with(&self, options: PacerOptions) -> GatewayRateState {
+        GatewayRateState::new(self.gateway_port(), self.runtime(), options)
     }
 
     /// A budget state reserving through the scripted port; `seed` makes

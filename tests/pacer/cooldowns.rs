@@ -161,7 +161,7 @@ fn a_caller_during_the_pause_after_a_gateway_failure_gets_it_at_once_bug_it_wait
         max_wait_ms: 100,
         ..PacerOptions::default()
     };
-    let pacer = GatewayRateState::new(rig.gateway_port(), rig.runtime(), options);
+    let pacer = rig.pacer_with(options);
     let (rt, rules) = (rig.rt.clone(), rate(20));
     rig.port.refuse.set(3);
     let (p, r) = (pacer.clone(), rules.clone());

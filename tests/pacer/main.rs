@@ -36,7 +36,7 @@ pub fn setup_one_lease_per_permit() -> (SimRuntime, Rc<ScriptedPort>, GatewayRat
         keep_leases: false,
         ..PacerOptions::default()
     };
-    let pacer = GatewayRateState::new(rig.gateway_port(), rig.runtime(), options);
+    let pacer = rig.pacer_with(options);
     (rig.rt, rig.port, pacer)
 }
 

@@ -158,9 +158,9 @@ impl GatewayRateState {
             // The gateway just failed, and the pause before asking it
             // again outlasts the caller's longest wait: its failure now,
             // not after the pause.
-            if let (false, Some((_, e))) = (r.running, &r.error) {
-                if r.not_before > now + max_wait {
-                    return Err(e.clone());
+            if r.not_before > now + max_wait {
+                if let Some(e) = r.failure(false) {
+                    return Err(e);
                 }
             }
             state.waiters += 1;

@@ -1,6 +1,7 @@
 // The fleet's traffic shapes in real time through the JS API, as a user
 // would run them: isolates are `GatewayRateState`s (kept across calls, or
-// built per call), the gateway a `GatewayCore` behind `fetchPort` with
+// built per call) or limiters whose callers loop, the gateway a
+// `GatewayCore` behind `fetchPort` with
 // 15 ms each way, the rule 20 req/s. Each call's dispatch instant is when
 // its permit resolved (the moment a provider would see it); windows are
 // counted on those instants and waits set beside an ideal central FIFO
@@ -9,7 +10,7 @@
 //   node js/scripts/build.mjs && node js/bench/fleet-realtime.mjs [seconds]
 import { paceline } from "../lib/node-package.mjs";
 
-const { GatewayCore, GatewayRateState, fetchPort, handleGatewayRequest } = paceline;
+const { GatewayCore, GatewayRateState, createLimiter, fetchPort, handleGatewayRequest } = paceline;
 
 const ONE_WAY_MS = 15;
 const RULES = [{ requestsPerWindow: 20, windowMs: 1000 }];
@@ -147,13 +148,63 @@ async function perRequestState(handlers, seconds) {
       }
     }),
   );
-  report(`per-request state: ${handlers} handlers back to back`, {
+  reportClosedLoop(`per-request state: ${handlers} handlers back to back`, { start, dispatches, waits, counted });
+}
+
+/** A closed loop's row: its utilization is of the rule over the whole run; no oracle. */
+function reportClosedLoop(name, { start, dispatches, waits, counted }) {
+  report(name, {
     densest: densest(dispatches),
     utilization: dispatches.length / ((RATE * (performance.now() - start)) / 1000),
     waits,
     oracle: null,
     trips: counted.trips / Math.max(1, dispatches.length),
     failed: 0,
+  });
+}
+
+/**
+ * Isolates whose callers each loop over one call of `callMs`, through
+ * `createLimiter`: with `schedule`, which tells the pacer when each call
+ * is done, or with `acquire` + `release`, which tell it nothing.
+ */
+async function closedLoop(way, isolates, callers, callMs, seconds) {
+  const { port, counted } = gateway();
+  const start = performance.now();
+  const dispatches = [];
+  const waits = [];
+  const call = async () => {
+    dispatches.push(performance.now() - start);
+    await sleep(callMs);
+  };
+  await Promise.all(
+    Array.from({ length: isolates }, async () => {
+      const limiter = createLimiter({ port: port(), bucketId: "org:provider", rules: RULES });
+      await Promise.all(
+        Array.from({ length: callers }, async () => {
+          while (performance.now() - start < seconds * 1000) {
+            const asked = performance.now();
+            const timed = () => {
+              waits.push(performance.now() - asked);
+              return call();
+            };
+            if (way === "schedule") {
+              await limiter.schedule(timed);
+            } else {
+              const permit = await limiter.acquire();
+              await timed();
+              await permit.release();
+            }
+          }
+        }),
+      );
+    }),
+  );
+  reportClosedLoop(`closed loop, ${isolates} x ${callers} callers, calls of ${callMs} ms: ${way}`, {
+    start,
+    dispatches,
+    waits,
+    counted,
   });
 }
 
@@ -180,3 +231,5 @@ await openLoop("bursty: 4 isolates, 8 calls every 2 s", bursts(4, 8, 2000, SECON
 await openLoop("sparse: 40 isolates, Poisson, 90%", poisson(40, RATE * 0.9, SECONDS, 11));
 await openLoop("sparse: 100 isolates, Poisson, 50%", poisson(100, RATE * 0.5, SECONDS, 13));
 await perRequestState(8, Math.min(SECONDS, 15));
+await closedLoop("schedule", 8, 2, 80, SECONDS);
+await closedLoop("acquire + release", 8, 2, 80, SECONDS);

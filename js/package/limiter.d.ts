@@ -24,7 +24,13 @@ export interface LimiterCallOptions {
 }
 
 export interface Limiter {
-  /** Waits for a permit, runs `fn`, and releases the permit however `fn` ends. */
+  /**
+   * Waits for a permit, runs `fn`, and releases the permit however `fn` ends.
+   * A call that returns is reported as done (`state.observeSuccess`): the
+   * pacer learns how long calls take and keeps the permits its callers come
+   * back for. `fn`'s value is not read: report a provider's 429 from inside
+   * `fn` with `state.penalize`.
+   */
   schedule<T>(fn: () => Promise<T> | T, options?: LimiterCallOptions): Promise<T>;
   /** A permit at its time; `release()` it when the call is done. */
   acquire(options?: { signal?: AbortSignal }): Promise<Permit>;

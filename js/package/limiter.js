@@ -131,9 +131,11 @@ export function createLimiter(options) {
   // Each rule's fields are checked by the state at every acquire (wrong
   // ones are INVALID_INPUT naming the field there).
   const state = read.port === undefined ? localState(pacer) : new paceline.GatewayRateState(read.port, pacer);
+  /** @type {import("../paceline.js").BucketRef} */
+  const bucketRef = { bucketId: read.bucketId };
+  if (read.rateScopeToken !== undefined && read.rateScopeToken !== null) bucketRef.rateScopeToken = read.rateScopeToken;
   /** @type {import("../paceline.js").AcquireInput} */
-  const bucket = { bucketId: read.bucketId, rules: read.rules };
-  if (read.rateScopeToken !== undefined && read.rateScopeToken !== null) bucket.rateScopeToken = read.rateScopeToken;
+  const bucket = { ...bucketRef, rules: read.rules };
 
   /** @param {{ signal?: AbortSignal }} [options] */
   async function acquire(options) {
@@ -157,7 +159,13 @@ export function createLimiter(options) {
     const { signal, waitUntil } = callOptions(options);
     const permit = await state.acquire(signal === undefined ? bucket : { ...bucket, signal });
     try {
-      return await fn();
+      const result = await fn();
+      // The call is over: told so, the pacer learns how long calls take
+      // and keeps the permits a caller back from one will draw, rather
+      // than giving them back to the gateway and asking again. A call that
+      // throws tells nothing (its failure may not be the provider's).
+      state.observeSuccess(bucketRef);
+      return result;
     } finally {
       const released = permit.release();
       if (waitUntil !== undefined) {

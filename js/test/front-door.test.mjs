@@ -44,6 +44,24 @@ describe("createLimiter", () => {
     assert.equal(await limiter.schedule(async () => "again"), "again");
   });
 
+  test("schedule tells the pacer each call that returned is done, and nothing of one that threw", async () => {
+    const limiter = P.createLimiter({ bucketId: "b", rules: RULES });
+    const reported = [];
+    const observe = limiter.state.observeSuccess.bind(limiter.state);
+    // Calls through: a bucket the state refused would fail the schedule.
+    limiter.state.observeSuccess = (bucket) => {
+      reported.push(bucket);
+      observe(bucket);
+    };
+    assert.equal(await limiter.schedule(() => "one"), "one");
+    await assert.rejects(
+      limiter.schedule(() => Promise.reject(new Error("the call failed"))),
+      /the call failed/,
+    );
+    assert.equal(await limiter.schedule(async () => "two"), "two");
+    assert.deepEqual(reported, [{ bucketId: "b" }, { bucketId: "b" }]);
+  });
+
   test("acquire hands out a Permit whose release is a promise", async () => {
     const limiter = P.createLimiter({ bucketId: "b", rules: RULES });
     const permit = await limiter.acquire();

@@ -2,24 +2,40 @@
 //! permits drawn before another isolate's 429, and what rides on the next
 //! acquire (failed penalties, successes).
 
-use crate::common::port::{block_on, spawn};
+use std::rc::Rc;
+
+use crate::common::port::{block_on, spawn, ScriptedPort};
 use crate::common::rig::SimRig;
 use crate::*;
 use paceline::protocol::PacingRule;
 use paceline::rt::Runtime;
-use paceline::sim::T0;
+use paceline::sim::{SimRuntime, T0};
 use paceline::time::Clock;
 use paceline::{Detail, ErrorCode};
 
-#[test]
-fn a_wait_past_the_limit_fails_fast_with_provider_exhausted_and_its_cooldown() {
+/// A pacer at 20/s whose first call met a 429 asking for `cooldown_ms`,
+/// reported through `penalize`.
+fn after_a_429(
+    cooldown_ms: u64,
+) -> (
+    SimRuntime,
+    Rc<ScriptedPort>,
+    GatewayRateState,
+    Vec<PacingRule>,
+) {
     let (rt, port, pacer) = setup(0);
     let rules = rate(20);
     let (p, r) = (pacer.clone(), rules.clone());
     block_on(&rt, async move {
         drop(take(&p, &r, None).await.unwrap());
-        p.penalize(BUCKET, None, 300_000).await.unwrap();
+        p.penalize(BUCKET, None, cooldown_ms).await.unwrap();
     });
+    (rt, port, pacer, rules)
+}
+
+#[test]
+fn a_wait_past_the_limit_fails_fast_with_provider_exhausted_and_its_cooldown() {
+    let (rt, port, pacer, rules) = after_a_429(300_000);
     let e = block_on(
         &rt,
         async move { take(&pacer, &rules, None).await.map(|_| ()) },
@@ -132,13 +148,7 @@ fn successes_ride_on_the_next_acquire() {
 /// reaches the gateway with the shortest cooldown it takes, and cuts.
 #[test]
 fn a_429_reported_with_no_wait_still_cuts_the_rate_bug_it_never_reached_the_gateway() {
-    let (rt, port, pacer) = setup(0);
-    let rules = rate(20);
-    let (p, r) = (pacer.clone(), rules.clone());
-    block_on(&rt, async move {
-        drop(take(&p, &r, None).await.unwrap());
-        p.penalize(BUCKET, None, 0).await.unwrap();
-    });
+    let (rt, port, pacer, rules) = after_a_429(0);
     assert_eq!(port.round_trips.borrow().get("penalize"), Some(&1));
     let times = times_of(&rt, &pacer, rules, 4);
     let spacing = (times[3] - times[0]) / 3;

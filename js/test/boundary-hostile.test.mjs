@@ -162,7 +162,11 @@ describe("an input whose getter throws, or a Proxy", () => {
 
 describe("wrong types at the boundary", () => {
   test("observeSuccess({}), bucket({ bucketId: 42 }) and restore({length: 2**31}) are INVALID_INPUT, not a trap", async () => {
-    await refused(() => new P.LocalRateState().observeSuccess({}), "INVALID_INPUT", /bucketId must be a string/);
+    await refused(
+      () => new P.LocalRateState().observeSuccess({}),
+      "INVALID_INPUT",
+      /bucketId must be a non-empty string/,
+    );
     await refused(
       () => new P.GatewayCore().bucket({ bucketId: 42 }, NOW),
       "INVALID_INPUT",

@@ -260,6 +260,30 @@ describe("the API's one convention", () => {
     assert.ok(error.cooldownUntilMs >= Date.now() + 55_000, `${error.cooldownUntilMs}`);
   });
 
+  test("penalize carries when the refused call went out (sentAtMs) to the gateway, and refuses one that is no whole number", async () => {
+    const posted = [];
+    const inner = P.coreTransport(new P.GatewayCore());
+    const state = new P.GatewayRateState({
+      post(path, body) {
+        posted.push({ path, body: JSON.parse(new TextDecoder().decode(body)) });
+        return inner.post(path, body);
+      },
+    });
+    await (await state.acquire({ bucketId: "b", rules: RULES })).release();
+    const sentAtMs = Date.now() - 300;
+    await state.penalize({ bucketId: "b", cooldownMs: 10, sentAtMs });
+    const report = posted.find((p) => p.path.endsWith("/penalize"));
+    assert.ok(report, `no penalize among ${posted.map((p) => p.path)}`);
+    assert.ok(Math.abs(report.body.sentAtMs - sentAtMs) <= 50, `${report.body.sentAtMs} for ${sentAtMs}`);
+    const reports = posted.length;
+    for (const bad of [-1, 1.5, "0", Number.NaN, 2 ** 60]) {
+      const error = await codeOf(() => state.penalize({ bucketId: "b", cooldownMs: 10, sentAtMs: bad }));
+      assert.equal(error.code, "INVALID_INPUT");
+      assert.match(error.message, /input\.sentAtMs/);
+    }
+    assert.equal(posted.length, reports, "a refused report reaches no gateway");
+  });
+
   test("states go to createGovernor as they are, with no public handle; a freed state is refused", async () => {
     const rateState = new P.LocalRateState();
     const budgetState = new P.LocalBudgetState();

@@ -327,7 +327,7 @@ fn a_limit_seen_falling_step_after_step_is_followed_down_and_a_step_after_a_deep
         let t = run_for(&mut a, 2 * S, 2);
         let rate = a.rate();
         assert!(!a.cut(t, S, 0, Some(rate - 1.0)), "the fleet goes on");
-        let plateau = (rate * DRIFT_PLATEAU).min((rate - 1.0) * READ_PLATEAU);
+        let plateau = (rate * DRIFT_PLATEAU).min(rate - 1.0);
         (a, plateau)
     };
     // A step (to what the provider took at the cap), then one more down two

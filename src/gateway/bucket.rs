@@ -9,7 +9,7 @@ use super::leases::LeaseTable;
 use super::quota::Quota;
 use super::recent::RecentPermits;
 use super::returns::ReturnPool;
-use super::throughput::{Throughput, READ_REACH_US};
+use super::throughput::{Throughput, READ_REACH_US, SENT_AT_REACH_US};
 use super::tickets::TurnTickets;
 use super::timeline::{ceil_ms, interval_for_rps, micros, Micros, Timeline};
 use crate::error::{Error, Result};
@@ -353,13 +353,16 @@ impl Bucket {
     /// granted at the old rate and due before then would all be refused.
     /// Clients told of the hold send none of them, and 429s from those sent
     /// anyway are that same overload, not a reason to wait longer.
-    pub fn penalize(&mut self, now: Micros, cooldown_us: Micros) {
+    pub fn penalize(&mut self, now: Micros, cooldown_us: Micros, sent_at: Option<Micros>) {
         // Returned times were spaced for the rate the provider just
         // refused, and a time granted before may not come back after.
         self.returns.clear();
         let until = now.saturating_add(cooldown_us);
         let fresh = now >= self.cooldown_until;
-        self.throughput.refused(now);
+        let sent = sent_at
+            .filter(|&at| at <= now && at >= now.saturating_sub(SENT_AT_REACH_US))
+            .unwrap_or(now);
+        self.throughput.refused(sent);
         let off_timeline = self.calls_off_timeline(now);
         let Some(a) = &mut self.adaptive else {
             self.cooldown_until = self.cooldown_until.max(until);
@@ -381,7 +384,7 @@ impl Bucket {
             let granted_until = self.last_at.unwrap_or(now).max(now);
             let refused = a.rate();
             let accepted = match off_timeline {
-                false => self.throughput.accepted_in_last_second(now, refused),
+                false => self.throughput.accepted_in_last_second(sent, now, refused),
                 true => None,
             };
             let pause_fleet = a.cut(now, cooldown_us, granted_until, accepted);
@@ -389,7 +392,7 @@ impl Bucket {
                 // No longer than the provider asked the refused call to wait.
                 hold_until = self
                     .throughput
-                    .window_frees_at(now, refused)
+                    .window_frees_at(sent, now, refused)
                     .map(|at| at.min(until));
             }
             pause_fleet

@@ -332,7 +332,7 @@ impl GatewayCore {
         if let Some(report) = &req.quota {
             bucket.observe_quota(report, now, self.config.window_guard_ms);
         }
-        bucket.penalize(now, micros(req.cooldown_ms));
+        bucket.penalize(now, micros(req.cooldown_ms), req.sent_at_ms.map(micros));
         let response = PenalizeResponse {
             effective_requests_per_second: bucket.effective_rps(),
             cooldown_until_ms: ceil_ms(bucket.cooldown_until),

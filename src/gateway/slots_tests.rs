@@ -45,7 +45,7 @@ fn each_slot_gets_its_share_of_every_window() {
 fn a_bucket_whose_rate_is_cut_streams_no_slots_but_keeps_handing_out_paced_ones() {
     let mut b = bucket(20, 5);
     assert!(b.stream_spacing().is_some());
-    b.penalize(1_000_000, 1_000_000);
+    b.penalize(1_000_000, 1_000_000, None);
     assert_eq!(
         b.stream_spacing(),
         None,

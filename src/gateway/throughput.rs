@@ -1,6 +1,7 @@
 //! What the provider accepted lately, read from the gateway's side: the
-//! permits granted per slot of their dispatch time and the 429s reported
-//! per slot of their report, over the last seconds. When the provider
+//! permits granted per slot of their dispatch time and the 429s per slot of
+//! the refused call's dispatch (of the report, if the client did not say
+//! when the call went out), over the last seconds. When the provider
 //! refuses, what it accepted in the second before is what it allows (a
 //! limiter over a sliding or fixed window refuses exactly what is past its
 //! count), so a cut can go to that rate instead of a guessed fraction.
@@ -20,7 +21,7 @@ const SLOT_US: Micros = 50_000;
 /// errs low, and a cut to it is deeper than it needed to be, never looser.
 const MAX_SLOTS: usize = 256;
 /// How far back a count is kept.
-const KEEP_US: Micros = 2_000_000;
+const KEEP_US: Micros = 4_000_000;
 /// The provider's window read: one second.
 const WINDOW_US: Micros = 1_000_000;
 /// A second read must have granted this share of the rate, and this many.
@@ -30,6 +31,10 @@ const MIN_READ_GRANTS: u64 = 4;
 const SHIFTS: Micros = 3;
 /// How far back from a report the seconds read reach.
 pub(crate) const READ_REACH_US: Micros = WINDOW_US + SHIFTS * SLOT_US;
+/// How long before its report a refused call may have gone out for the
+/// second before it to be read: the counts reach back `KEEP_US`. A send
+/// time outside it (or after the report) is not believed.
+pub(crate) const SENT_AT_REACH_US: Micros = KEEP_US - READ_REACH_US;
 /// How much later than its permit's time the call that opened a window may
 /// have reached the provider: a timer fired late, a first connection. A
 /// call sent before its window frees is refused and waits the provider's
@@ -45,7 +50,7 @@ const LATE_ARRIVAL_US: Micros = 100_000;
 pub(crate) struct Throughput {
     /// `(slot start, permits granted with a time in it)`, by slot.
     pub granted: Vec<(Micros, u32)>,
-    /// `(slot start, 429s reported in it)`, by slot.
+    /// `(slot start, 429s whose call went out in it)`, by slot.
     pub refused: Vec<(Micros, u32)>,
 }
 
@@ -85,9 +90,10 @@ impl Throughput {
         }
     }
 
-    pub fn refused(&mut self, now: Micros) {
-        self.forget_before(now);
-        add(&mut self.refused, now);
+    /// A 429 for a call sent at `sent`.
+    pub fn refused(&mut self, sent: Micros) {
+        self.forget_before(sent);
+        add(&mut self.refused, sent);
     }
 
     fn forget_before(&mut self, now: Micros) {
@@ -97,29 +103,28 @@ impl Throughput {
         }
     }
 
-    /// What the provider accepted in a second before a 429 reported at
-    /// `now`, while the bucket granted at `rate`: the most, over the seconds
-    /// ending in the last few slots, of the permits granted in it less the
-    /// 429s reported in it. A limiter over a sliding second refuses once its
-    /// busiest second is full, and one second read at a fixed place misses
-    /// that one by up to a permit, which at a few requests a second is a
-    /// large share. Calls still in flight count as accepted, so it errs high
-    /// by a call's time at the rate. `None` without evidence: a second in
-    /// which fewer than `MIN_READ_SHARE` of the rate (and `MIN_READ_GRANTS`)
-    /// were granted says what clients asked for, not what the provider
-    /// takes.
-    pub fn accepted_in_last_second(&self, now: Micros, rate: f64) -> Option<f64> {
-        self.busiest_second(now, rate)
+    /// What the provider accepted in a second before a 429 whose call went
+    /// out at `sent` and was reported at `now`, while the bucket granted at
+    /// `rate`: the permits granted in that second less the 429s of calls
+    /// sent in it. The refused call met what the provider took in the
+    /// second before it went out; read there, calls sent after it and not
+    /// yet answered at the report do not count as accepted (with answers
+    /// 250 ms slow, five of them at 20 a second). A permit granted but
+    /// never sent still counts, so every reading errs high, and the second
+    /// before the report is read as well: the lower of the two is taken.
+    /// `None` without evidence.
+    pub fn accepted_in_last_second(&self, sent: Micros, now: Micros, rate: f64) -> Option<f64> {
+        self.reading(sent, now, rate)
             .map(|(_, accepted)| accepted as f64 * 1e6 / WINDOW_US as f64)
     }
 
-    /// When the provider's window, full at a 429 reported at `now`, has
-    /// room again: the second read by [`Throughput::accepted_in_last_second`]
-    /// frees as its first call leaves it, one window after the first slot
-    /// in which a permit was granted, and `LATE_ARRIVAL_US` more. `None`
-    /// without a reading.
-    pub fn window_frees_at(&self, now: Micros, rate: f64) -> Option<Micros> {
-        let (from, _) = self.busiest_second(now, rate)?;
+    /// When the provider's window, full at the 429, has room again: the
+    /// second read by [`Throughput::accepted_in_last_second`] frees as its
+    /// first call leaves it, one window after the first slot in which a
+    /// permit was granted, and `LATE_ARRIVAL_US` more. `None` without a
+    /// reading.
+    pub fn window_frees_at(&self, sent: Micros, now: Micros, rate: f64) -> Option<Micros> {
+        let (from, _) = self.reading(sent, now, rate)?;
         let first = self
             .granted
             .iter()
@@ -128,11 +133,29 @@ impl Throughput {
         Some(first + WINDOW_US + LATE_ARRIVAL_US)
     }
 
-    /// The start of the second read before a 429 reported at `now`, and the
-    /// calls the provider accepted in it.
-    fn busiest_second(&self, now: Micros, rate: f64) -> Option<(Micros, u64)> {
+    /// The start of the second read for a 429, and the calls the provider
+    /// accepted in it: the lower of the readings before the send and
+    /// before the report.
+    fn reading(&self, sent: Micros, now: Micros, rate: f64) -> Option<(Micros, u64)> {
+        let at_send = self.busiest_second(sent, rate);
+        match (at_send, self.busiest_second(now, rate)) {
+            (Some(s), Some(r)) if r.1 < s.1 => Some(r),
+            (s, r) => s.or(r),
+        }
+    }
+
+    /// The second ending at or a few slots before `at` in which the
+    /// provider accepted the most, and that many: the permits granted in
+    /// it less the 429s of calls sent in it. A limiter over a sliding
+    /// second refuses once its busiest second is full, and one second read
+    /// at a fixed place misses that one by up to a permit, which at a few
+    /// requests a second is a large share. `None` without evidence: a
+    /// second in which fewer than `MIN_READ_SHARE` of the rate (and
+    /// `MIN_READ_GRANTS`) were granted says what clients asked for, not
+    /// what the provider takes.
+    fn busiest_second(&self, at: Micros, rate: f64) -> Option<(Micros, u64)> {
         let enough = (rate * MIN_READ_SHARE).max(MIN_READ_GRANTS as f64);
-        let end = now - now % SLOT_US + SLOT_US;
+        let end = at - at % SLOT_US + SLOT_US;
         (0..SHIFTS)
             .map(|i| {
                 let to = end.saturating_sub(i * SLOT_US);
@@ -154,14 +177,18 @@ mod tests {
     #[test]
     fn what_was_granted_less_what_was_refused_in_the_second_before() {
         let mut t = Throughput::default();
-        // 20 a second granted from 0 to 3 s; the provider takes 8.
+        // 20 a second granted from 0 to 3 s; the provider takes two of
+        // every five calls sent (8 a second in any second) and refuses the
+        // rest.
         for i in 0..60 {
             t.granted(i * 50_000, 0);
+            if i % 5 >= 2 {
+                t.refused(i * 50_000);
+            }
         }
-        for i in 0..12 {
-            t.refused(2_000_000 + i * 80_000);
-        }
-        let rps = t.accepted_in_last_second(2_950_000, 20.0).expect("granted");
+        let rps = t
+            .accepted_in_last_second(2_950_000, 2_950_000, 20.0)
+            .expect("granted");
         assert!((rps - 8.0).abs() < 0.01, "{rps}");
     }
 
@@ -175,24 +202,30 @@ mod tests {
         }
         t.refused(650_000);
         t.refused(690_000);
-        let frees = t.window_frees_at(690_000, 25.0).expect("a reading");
+        let frees = t
+            .window_frees_at(690_000, 690_000, 25.0)
+            .expect("a reading");
         assert_eq!(
             frees,
             1_000_000 + LATE_ARRIVAL_US,
             "the call at 25 ms leaves at 1 025 ms, later if it arrived late"
         );
-        assert_eq!(t.window_frees_at(690_000, 400.0), None, "no reading");
+        assert_eq!(
+            t.window_frees_at(690_000, 690_000, 400.0),
+            None,
+            "no reading"
+        );
     }
 
     #[test]
     fn a_second_with_few_grants_is_no_reading_and_memory_stays_bounded() {
         let mut t = Throughput::default();
-        assert_eq!(t.accepted_in_last_second(5_000_000, 20.0), None);
+        assert_eq!(t.accepted_in_last_second(5_000_000, 5_000_000, 20.0), None);
         // Two calls and a 429: what clients asked for, not a limit.
         t.granted(4_500_000, 4_400_000);
         t.granted(4_600_000, 4_400_000);
         t.refused(4_700_000);
-        assert_eq!(t.accepted_in_last_second(4_700_000, 20.0), None);
+        assert_eq!(t.accepted_in_last_second(4_700_000, 4_700_000, 20.0), None);
         for i in 0..100_000 {
             t.granted(i * 1_000, 0);
         }

@@ -143,7 +143,7 @@ impl Governor {
                         _ => retry_after_ms(response.retry_after.as_deref(), now),
                     };
                     if let Some(scope) = lease.rate_scope() {
-                        self.penalize(scope, cooldown).await?;
+                        self.penalize(scope, cooldown, Some(sent_at)).await?;
                     }
                     if last {
                         return Ok(response);

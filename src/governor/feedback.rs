@@ -25,7 +25,7 @@ impl Governor {
         retry_after_ms: Millis,
     ) -> Result<()> {
         let scope = self.feedback_scope(provider, tool_id);
-        self.penalize(&scope, retry_after_ms).await
+        self.penalize(&scope, retry_after_ms, None).await
     }
 
     /// The bucket feedback about `provider` goes to: the one `tool_id` last
@@ -38,10 +38,14 @@ impl Governor {
         &'a self,
         scope: &'a RateScope,
         cooldown_ms: Millis,
+        sent_at: Option<Millis>,
     ) -> impl Future<Output = Result<()>> + 'a {
-        self.shared
-            .rate_state
-            .penalize(&scope.bucket_id, scope.token.as_deref(), cooldown_ms)
+        self.shared.rate_state.penalize(
+            &scope.bucket_id,
+            scope.token.as_deref(),
+            cooldown_ms,
+            sent_at,
+        )
     }
 
     /// A provider call went through, taking `latency_ms` if known; routed

@@ -149,6 +149,7 @@ impl Encode for PenalizeRequest {
             .field("cooldownMs", &self.cooldown_ms)
             .opt("schedulerSchema", &self.scheduler_schema)
             .opt("quota", &self.quota)
+            .opt("sentAtMs", &self.sent_at_ms)
             .end();
     }
 }

@@ -321,6 +321,9 @@ pub struct PenalizeRequest {
     pub scheduler_schema: Option<String>,
     /// What the 429's headers said about the quota.
     pub quota: Option<QuotaReport>,
+    /// When the refused call went out (the gateway's clock), if the client
+    /// knows: the second before it is what the provider accepted.
+    pub sent_at_ms: Option<u64>,
 }
 
 impl Decode for PenalizeRequest {
@@ -332,6 +335,7 @@ impl Decode for PenalizeRequest {
             cooldown_ms: f.integer("cooldownMs", 1, limits::MAX_COOLDOWN_MS)?,
             scheduler_schema: schema(&f)?,
             quota: QuotaReport::from_fields(&f, "quota")?,
+            sent_at_ms: f.opt_millis("sentAtMs")?,
         })
     }
 }

@@ -426,7 +426,9 @@ impl Shared {
             Answer::Ok => pacer.observe_success(BUCKET),
             Answer::TooManyRequests => {
                 let cooldown = retry_after_ms(reply.retry_after.as_deref(), self.rt.now_ms());
-                pacer.penalize(BUCKET, None, cooldown).await?
+                pacer
+                    .penalize(BUCKET, None, cooldown, Some(sent_by_isolate_clock))
+                    .await?
             }
         }
         drop(permit);

@@ -226,7 +226,7 @@ impl JsGovernor {
             // Governor::report_provider_backpressure's two steps, without
             // its future round the pacer's.
             let scope = g.feedback_scope(&provider, tool.as_deref());
-            g.penalize(&scope, cooldown).await?;
+            g.penalize(&scope, cooldown, None).await?;
             Ok(JsValue::UNDEFINED)
         })
     }

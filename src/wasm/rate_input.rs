@@ -64,6 +64,13 @@ export interface PermitRefusal {
 export interface PenalizeInput extends BucketRef {
   /** The wait the provider's 429 asked for (its Retry-After, in ms; 0 if none, and the 429 still cuts the rate); the gateway decides how long the bucket sits out (`cooldownUntilMs`). */
   cooldownMs: number;
+  /**
+   * When the refused call went out (`Date.now()` just before you sent it). The scheduler then
+   * reads what the provider accepted in the second before that call, not before this report:
+   * with slow answers, calls sent in between would make that second look fuller than the
+   * provider allowed. A time in the future or more than a couple of seconds back is ignored.
+   */
+  sentAtMs?: number;
 }
 export interface ObserveHeadersInput extends BucketRef {
   /** The provider response's headers: a `Headers` or a plain record. */
@@ -128,21 +135,15 @@ impl BucketRef {
         id_path: Path,
         token_path: Path,
     ) -> Result<BucketRef> {
-        let bucket_id = match bucket_id {
-            Some(v) => string_at(&v, id_path, limits::MAX_ID_BYTES)?,
-            None => {
-                return Err(Error::invalid(format!(
-                    "{} must be a string, got nothing",
-                    id_path.text()
-                )))
-            }
+        let bucket_id = bucket_id
+            .map(|v| string_at(&v, id_path, limits::MAX_ID_BYTES))
+            .transpose()?
+            .filter(|id| !id.is_empty());
+        let Some(bucket_id) = bucket_id else {
+            return Err(Error::invalid(
+                id_path.text() + " must be a non-empty string",
+            ));
         };
-        if bucket_id.is_empty() {
-            return Err(Error::invalid(format!(
-                "{} must not be empty",
-                id_path.text()
-            )));
-        }
         let rate_scope_token = token
             .map(|t| string_at(&t, token_path, limits::MAX_TOKEN_BYTES))
             .transpose()?
@@ -194,17 +195,22 @@ pub(crate) fn try_acquire_input(input: &JsValue) -> Result<AcquireInput> {
     })
 }
 
-pub(crate) fn penalize_input(input: &JsValue) -> Result<(BucketRef, u64)> {
+// The message below writes the most out in full.
+const _: () = assert!(limits::MAX_COOLDOWN_MS == 86_400_000);
+
+/// A 429 report: the bucket, the provider's wait, and when the refused
+/// call went out, if given.
+pub(crate) fn penalize_input(input: &JsValue) -> Result<(BucketRef, u64, Option<u64>)> {
     let o = ObjectArg::new(input, "input")?;
-    let bucket = BucketRef::read(&o, &["cooldownMs"])?;
+    let bucket = BucketRef::read(&o, &["cooldownMs", "sentAtMs"])?;
     // 0 is a 429 that asked for no wait: it still cuts the rate.
-    match o.opt_integer("cooldownMs", limits::MAX_COOLDOWN_MS)? {
-        Some(ms) => Ok((bucket, ms)),
-        None => Err(Error::invalid(format!(
-            "input.cooldownMs is required: an integer from 0 to {} (milliseconds)",
-            limits::MAX_COOLDOWN_MS
-        ))),
-    }
+    let Some(cooldown_ms) = o.opt_integer("cooldownMs", limits::MAX_COOLDOWN_MS)? else {
+        return Err(Error::invalid(
+            "input.cooldownMs is required: an integer from 0 to 86400000 (ms)",
+        ));
+    };
+    let sent_at = o.opt_integer("sentAtMs", MAX_SAFE_INTEGER)?;
+    Ok((bucket, cooldown_ms, sent_at))
 }
 
 pub(crate) fn observe_success_input(input: &JsValue) -> Result<BucketRef> {

@@ -111,7 +111,7 @@ macro_rules! rate_state_methods {
                 &self,
                 #[wasm_bindgen(unchecked_param_type = "PenalizeInput")] input: JsValue,
             ) -> js_sys::Promise {
-                let (bucket, cooldown_ms) = match penalize_input(&input) {
+                let (bucket, cooldown_ms, sent_at) = match penalize_input(&input) {
                     Ok(read) => read,
                     Err(e) => return rejected(e),
                 };
@@ -119,7 +119,7 @@ macro_rules! rate_state_methods {
                 promise(async move {
                     let token = bucket.rate_scope_token.as_deref();
                     pacer
-                        .penalize(&bucket.bucket_id, token, cooldown_ms)
+                        .penalize(&bucket.bucket_id, token, cooldown_ms, sent_at)
                         .await?;
                     Ok(JsValue::UNDEFINED)
                 })

@@ -43,6 +43,7 @@ pub fn penalize(bucket: &str, cooldown_ms: u64) -> PenalizeRequest {
         cooldown_ms,
         scheduler_schema: None,
         quota: None,
+        sent_at_ms: None,
     }
 }
 

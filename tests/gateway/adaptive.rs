@@ -82,3 +82,36 @@ fn reported_successes_are_shown_but_do_not_move_the_rate() {
     let view = g.bucket("org:p", None, T0 + 200).unwrap().unwrap();
     assert_eq!(view.reported_successes, 500);
 }
+
+/// Bug: a 429 reported 250 ms after its call was read against the second
+/// before the report, which holds the calls sent since as if accepted: a
+/// provider taking 8 a second read as 13, and the fleet met a 429 each
+/// second until more cuts found the limit.
+#[test]
+fn a_late_429_reads_the_second_before_its_call_went_out_bug_calls_sent_since_counted_accepted() {
+    let rules = [per_second(20)];
+    // Twenty permits at 20 a second; the provider takes 8 a second, so the
+    // ninth call (at 400 ms) is refused, and its 429 is reported at 650 ms.
+    let cut_with = |sent_at_ms: Option<u64>| {
+        let mut g = core();
+        g.acquire(&acquire("org:p", &rules, 20), T0).unwrap();
+        let mut report = penalize("org:p", 1_000);
+        report.sent_at_ms = sent_at_ms;
+        let answer = g.penalize(&report, T0 + 650).unwrap();
+        answer.effective_requests_per_second.unwrap()
+    };
+    let read_at_send = cut_with(Some(T0 + 400));
+    assert!(
+        (read_at_send - 8.0 * 0.95).abs() < 1e-9,
+        "just under the 8 a second the provider took: {read_at_send}"
+    );
+    let read_at_report = cut_with(None);
+    assert!(read_at_report > 8.5, "{read_at_report}");
+    for unbelievable in [T0 + 651, T0 - 10_000] {
+        assert_eq!(
+            cut_with(Some(unbelievable)),
+            read_at_report,
+            "a send time after the report or seconds before it is not believed"
+        );
+    }
+}

@@ -28,7 +28,7 @@ fn after_a_429(
     let (p, r) = (pacer.clone(), rules.clone());
     block_on(&rt, async move {
         drop(take(&p, &r, None).await.unwrap());
-        p.penalize(BUCKET, None, cooldown_ms).await.unwrap();
+        p.penalize(BUCKET, None, cooldown_ms, None).await.unwrap();
     });
     (rt, port, pacer, rules)
 }
@@ -53,7 +53,7 @@ fn penalize_drops_the_cached_block_so_the_cooldown_applies_to_the_next_call() {
     times_together(&rt, &pacer, rules.clone(), 2);
     let (p, r, rt2) = (pacer.clone(), rules.clone(), rt.clone());
     let next = block_on(&rt, async move {
-        p.penalize(BUCKET, None, 2_000).await.unwrap();
+        p.penalize(BUCKET, None, 2_000, None).await.unwrap();
         let _again = take(&p, &r, None).await.unwrap();
         rt2.now_ms() - T0
     });
@@ -85,7 +85,7 @@ fn a_permit_drawn_before_another_isolate_s_429_is_not_sent_inside_its_cooldown()
     spawn(&rt, async move {
         rt2.sleep(100).await;
         // The first isolate's call is refused: the gateway's cooldown.
-        p.penalize(BUCKET, None, 2_000).await.unwrap();
+        p.penalize(BUCKET, None, 2_000, None).await.unwrap();
         rt2.sleep(100).await;
         // The second isolate's next caller hears of it from the gateway.
         drop(take(&other, &r, None).await.unwrap());
@@ -102,10 +102,9 @@ fn a_permit_drawn_before_another_isolate_s_429_is_not_sent_inside_its_cooldown()
 fn a_failed_penalize_is_surfaced_to_its_caller() {
     let (rt, port, pacer) = setup(0);
     port.refuse.set(1);
-    let e = block_on(
-        &rt,
-        async move { pacer.penalize(BUCKET, None, 1_000).await },
-    )
+    let e = block_on(&rt, async move {
+        pacer.penalize(BUCKET, None, 1_000, None).await
+    })
     .unwrap_err();
     assert_eq!(e.code, ErrorCode::GatewayUnavailable);
     assert!(

@@ -25,14 +25,22 @@ impl GatewayRateState {
     /// applies to the very next call) and thin the rest to the rate it was
     /// cut to. A 429 the gateway takes for noise leaves the cooldown, and so
     /// the block, as it was; if the gateway cannot be told, the whole block
-    /// goes.
+    /// goes. `sent_at` is when the refused call went out (this isolate's
+    /// clock), if the caller knows: the gateway then reads what the
+    /// provider took in the second before it, rather than before the
+    /// report, which a slow answer leaves calls sent since to inflate.
     pub async fn penalize(
         &self,
         bucket_id: &str,
         rate_scope_token: Option<&str>,
         cooldown_ms: Millis,
+        sent_at: Option<Millis>,
     ) -> Result<()> {
         let answered_at = self.inner.rt.now_ms();
+        let (quota, sent_at_ms) = self.state(bucket_id, |s| {
+            let sent_at = sent_at.map(|at| s.clock.to_gateway(at));
+            (s.quota.pending.take(), sent_at)
+        });
         let request = PenalizeRequest {
             bucket_id: bucket_id.to_owned(),
             rate_scope_token: rate_scope_token.map(str::to_owned),
@@ -40,7 +48,8 @@ impl GatewayRateState {
             // cuts the rate for it, with the shortest cooldown it takes.
             cooldown_ms: cooldown_ms.clamp(1, limits::MAX_COOLDOWN_MS),
             scheduler_schema: self.inner.options.scheduler_schema.clone(),
-            quota: self.state(bucket_id, |s| s.quota.pending.take()),
+            quota,
+            sent_at_ms,
         };
         let outcome = self.inner.port.penalize(request).await.map_err(|mut e| {
             e.message = format!("penalize failed for {bucket_id}: {}", e.message);

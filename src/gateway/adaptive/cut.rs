@@ -171,7 +171,7 @@ impl AdaptiveRate {
     fn drift_step(&self, rate: f64, accepted: Option<f64>, run_before: Option<f64>) -> Curve {
         let read = accepted.unwrap_or(f64::INFINITY);
         let start = (rate * DRIFT_BETA).min(read * READ_BETA);
-        let plateau = (rate * DRIFT_PLATEAU).min(read * READ_PLATEAU);
+        let plateau = (rate * DRIFT_PLATEAU).min(read);
         match self.falling_rps_per_s(read, plateau, run_before) {
             Some(fall) => Curve::between(
                 start,

@@ -58,11 +58,13 @@ async function run({ module, config, callers, providerUrl }) {
       if (outcome.error && fetchErrors.length < 5) fetchErrors.push(outcome.error);
       const retry = answeredAt < endAt;
       // The provider's headers go along: a contender that reads what the
-      // provider says of its limit may use them.
+      // provider says of its limit may use them; so does when the call went
+      // out, for one that reads what the provider took before it.
       const next = await contender.report(permit, {
         status: outcome.status,
         retryAfterMs: outcome.retryAfterMs,
         headers: outcome.headers,
+        sentAtMs: Math.floor(dispatchAt),
         retry,
       });
       wantAt = outcome.status === 429 ? answeredAt + outcome.retryAfterMs : nowMs();

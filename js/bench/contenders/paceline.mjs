@@ -51,12 +51,12 @@ export async function createContender(config) {
   const rules = [{ requestsPerWindow: config.rps, windowMs: 1000, ...bound }];
   return {
     acquire: () => pacer.acquire({ bucketId, rules }),
-    async report(permit, { status, retryAfterMs, headers }) {
+    async report(permit, { status, retryAfterMs, headers, sentAtMs }) {
       try {
         // What the provider says of its limit (its `X-RateLimit-*` or
         // `RateLimit` fields), before the answer itself is reported.
         if (headers) pacer.observeHeaders({ bucketId, headers });
-        if (status === 429) await pacer.penalize({ bucketId, cooldownMs: Math.max(1, retryAfterMs) });
+        if (status === 429) await pacer.penalize({ bucketId, cooldownMs: Math.max(1, retryAfterMs), sentAtMs });
         else pacer.observeSuccess({ bucketId });
       } finally {
         permit.release();

@@ -23,15 +23,28 @@ export interface LimiterCallOptions {
   waitUntil?: (promise: Promise<unknown>) => void;
 }
 
+/** What `schedule` hands its call. */
+export interface ScheduledCall {
+  /** When the call was let go (`Date.now()` as its permit came due). */
+  readonly sentAtMs: number;
+  /**
+   * The provider answered 429: tells the pacer (a rate state's `penalize`, with this call's
+   * `sentAtMs`, so the cut reads what the provider took in the second before it went out) and
+   * not as a success. `cooldownMs` is the 429's `Retry-After` in ms (0 if none). A second call
+   * returns the first report.
+   */
+  refused(input: { cooldownMs: number }): Promise<void>;
+}
+
 export interface Limiter {
   /**
    * Waits for a permit, runs `fn`, and releases the permit however `fn` ends.
    * A call that returns is reported as done (`state.observeSuccess`): the
    * pacer learns how long calls take and keeps the permits its callers come
-   * back for. `fn`'s value is not read: report a provider's 429 from inside
-   * `fn` with `state.penalize`.
+   * back for. `fn`'s value is not read: when the provider answers 429, say so
+   * with `call.refused({ cooldownMs })`; the call is then not reported as done.
    */
-  schedule<T>(fn: () => Promise<T> | T, options?: LimiterCallOptions): Promise<T>;
+  schedule<T>(fn: (call: ScheduledCall) => Promise<T> | T, options?: LimiterCallOptions): Promise<T>;
   /** A permit at its time; `release()` it when the call is done. */
   acquire(options?: { signal?: AbortSignal }): Promise<Permit>;
   /** A permit due now, or a `PermitRefusal` saying when to ask again; never waits. */

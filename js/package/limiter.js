@@ -149,8 +149,40 @@ export function createLimiter(options) {
   }
 
   /**
+   * The handle `schedule` gives its call: when it went out, and the one
+   * way to report that the provider refused it.
+   * @param {number} sentAtMs
+   * @returns {import("./limiter.js").ScheduledCall & { readonly wasRefused: () => boolean }}
+   */
+  function scheduledCall(sentAtMs) {
+    /** @type {Promise<void> | undefined} */
+    let report;
+    return Object.freeze({
+      sentAtMs,
+      /** @param {{ cooldownMs: number }} input */
+      refused(input) {
+        if (report !== undefined) return report;
+        /** @type {unknown} */
+        let cooldownMs;
+        try {
+          ({ cooldownMs } = input);
+        } catch (cause) {
+          return Promise.reject(misuse("refused takes { cooldownMs } (the 429's Retry-After, in ms)", cause));
+        }
+        // The refused call's send time: the cut reads what the provider
+        // took in the second before it, not calls sent since.
+        report = Promise.resolve().then(() =>
+          state.penalize({ ...bucketRef, cooldownMs: /** @type {number} */ (cooldownMs), sentAtMs }),
+        );
+        return report;
+      },
+      wasRefused: () => report !== undefined,
+    });
+  }
+
+  /**
    * @template T
-   * @param {() => Promise<T> | T} fn
+   * @param {(call: import("./limiter.js").ScheduledCall) => Promise<T> | T} fn
    * @param {import("./limiter.js").LimiterCallOptions} [options]
    * @returns {Promise<T>}
    */
@@ -159,12 +191,14 @@ export function createLimiter(options) {
     const { signal, waitUntil } = callOptions(options);
     const permit = await state.acquire(signal === undefined ? bucket : { ...bucket, signal });
     try {
-      const result = await fn();
+      const call = scheduledCall(Date.now());
+      const result = await fn(call);
       // The call is over: told so, the pacer learns how long calls take
       // and keeps the permits a caller back from one will draw, rather
-      // than giving them back to the gateway and asking again. A call that
-      // throws tells nothing (its failure may not be the provider's).
-      state.observeSuccess(bucketRef);
+      // than giving them back to the gateway and asking again. A refused
+      // call was reported as such; a call that throws tells nothing (its
+      // failure may not be the provider's).
+      if (!call.wasRefused()) state.observeSuccess(bucketRef);
       return result;
     } finally {
       const released = permit.release();

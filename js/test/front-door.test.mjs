@@ -17,6 +17,19 @@ function revokedProxy() {
   return proxy;
 }
 
+/** A transport to an in-process gateway that keeps each request it posts, decoded. */
+function recordingPort() {
+  const posted = [];
+  const inner = P.coreTransport(new P.GatewayCore());
+  const port = {
+    post(path, body) {
+      posted.push({ path, body: JSON.parse(new TextDecoder().decode(body)) });
+      return inner.post(path, body);
+    },
+  };
+  return { port, posted };
+}
+
 async function codeOf(fn) {
   try {
     await fn();
@@ -60,6 +73,49 @@ describe("createLimiter", () => {
     );
     assert.equal(await limiter.schedule(async () => "two"), "two");
     assert.deepEqual(reported, [{ bucketId: "b" }, { bucketId: "b" }]);
+  });
+
+  test("schedule's call.refused reports the 429 with the call's send time, and not as a call done", async () => {
+    const { port, posted } = recordingPort();
+    const limiter = P.createLimiter({ port, bucketId: "b", rules: RULES });
+    const successes = [];
+    const observe = limiter.state.observeSuccess.bind(limiter.state);
+    limiter.state.observeSuccess = (bucket) => {
+      successes.push(bucket);
+      observe(bucket);
+    };
+    let sentAtMs;
+    const answer = await limiter.schedule(async (call) => {
+      sentAtMs = call.sentAtMs;
+      const report = call.refused({ cooldownMs: 10 });
+      assert.equal(call.refused({ cooldownMs: 10 }), report, "one report per call");
+      await report;
+      return 429;
+    });
+    assert.equal(answer, 429);
+    assert.ok(Math.abs(sentAtMs - Date.now()) < 5_000, `${sentAtMs}`);
+    const reports = posted.filter((p) => p.path.endsWith("/penalize"));
+    assert.equal(reports.length, 1);
+    assert.ok(Math.abs(reports[0].body.sentAtMs - sentAtMs) <= 50, `${reports[0].body.sentAtMs} for ${sentAtMs}`);
+    assert.deepEqual(successes, [], "a refused call is not a call done");
+    await limiter.schedule(() => "fine");
+    assert.deepEqual(successes, [{ bucketId: "b" }]);
+    await assert.rejects(
+      limiter.schedule((call) => call.refused({ cooldownMs: "soon" })),
+      (error) => P.isPacelineError(error, "INVALID_INPUT") && /cooldownMs/.test(error.message),
+    );
+    const hostile = new Proxy(
+      {},
+      {
+        get: () => {
+          throw new Error("getter");
+        },
+      },
+    );
+    await assert.rejects(
+      limiter.schedule((call) => call.refused(hostile)),
+      (error) => P.isPacelineError(error, "INVALID_INPUT"),
+    );
   });
 
   test("acquire hands out a Permit whose release is a promise", async () => {
@@ -261,14 +317,8 @@ describe("the API's one convention", () => {
   });
 
   test("penalize carries when the refused call went out (sentAtMs) to the gateway, and refuses one that is no whole number", async () => {
-    const posted = [];
-    const inner = P.coreTransport(new P.GatewayCore());
-    const state = new P.GatewayRateState({
-      post(path, body) {
-        posted.push({ path, body: JSON.parse(new TextDecoder().decode(body)) });
-        return inner.post(path, body);
-      },
-    });
+    const { port, posted } = recordingPort();
+    const state = new P.GatewayRateState(port);
     await (await state.acquire({ bucketId: "b", rules: RULES })).release();
     const sentAtMs = Date.now() - 300;
     await state.penalize({ bucketId: "b", cooldownMs: 10, sentAtMs });

@@ -123,6 +123,11 @@ const governor = createGovernor({ rateState, resolvePacing: () => ({ unpaced: tr
 interface MyAnswer { status: number; items: string[] }
 async function use(): Promise<number> {
   const n: number = await limiter.schedule(async () => 3, { waitUntil: ctx.waitUntil.bind(ctx) });
+  const status: number = await limiter.schedule(async (call) => {
+    const sent: number = call.sentAtMs;
+    await call.refused({ cooldownMs: 1000 });
+    return sent > 0 ? 429 : 0;
+  });
   const answer = await governor.callTool(async (): Promise<MyAnswer> => ({ status: 200, items: ["a"] }), { toolId: "t" });
   const items: string[] = answer.items;
   const row = await governor.acquireRowSlot();
@@ -130,7 +135,7 @@ async function use(): Promise<number> {
   await released;
   rateState.observeSuccess({ bucketId: "api" });
   try { await limiter.acquire(); } catch (e) { if (isPacelineError(e, "ABORTED")) return e.code.length; }
-  return n + items.length;
+  return n + items.length + status;
 }
 void use;
 `);

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::gateway::{GatewayConfig, GatewayCore};
 use crate::protocol::{
     decode, encode, route, AcquireRequest, AcquireResponse, ChargeRequest, Endpoint, Message,
-    ReleaseRequest,
+    PenalizeRequest, ReleaseRequest,
 };
 use crate::rt::{LocalBoxFuture, Runtime};
 use crate::time::{Clock, Millis};
@@ -46,6 +46,7 @@ pub struct FaultyPort {
     pub on_answer: Option<AnswerHook>,
     pub acquires: RefCell<Vec<AcquireRequest>>,
     pub releases: RefCell<Vec<ReleaseRequest>>,
+    pub penalties: RefCell<Vec<PenalizeRequest>>,
     pub charges: RefCell<Vec<ChargeRequest>>,
     /// Calls made, by endpoint name.
     pub round_trips: Rc<RefCell<BTreeMap<&'static str, u64>>>,
@@ -85,6 +86,7 @@ impl FaultyPort {
             on_answer: None,
             acquires: RefCell::default(),
             releases: RefCell::default(),
+            penalties: RefCell::default(),
             charges: RefCell::default(),
             round_trips: Rc::default(),
             calls: Cell::new(0),
@@ -100,6 +102,7 @@ impl FaultyPort {
         match path {
             p if p == AcquireRequest::ROUTE.path => push(&self.acquires, body),
             p if p == ReleaseRequest::ROUTE.path => push(&self.releases, body),
+            p if p == PenalizeRequest::ROUTE.path => push(&self.penalties, body),
             p if p == ChargeRequest::ROUTE.path => push(&self.charges, body),
             _ => {}
         }

@@ -194,3 +194,31 @@ fn a_caller_during_the_pause_after_a_gateway_failure_gets_it_at_once_bug_it_wait
         );
     });
 }
+
+#[test]
+fn a_429_s_send_time_reaches_the_gateway_on_its_clock_and_an_unknown_one_is_left_out() {
+    // The gateway's clock runs 400 ms ahead of this isolate's.
+    let (rt, port, pacer) = setup(400);
+    let rules = rate(20);
+    let clock = rt.clone();
+    let sent_at = block_on(&rt, async move {
+        drop(take(&pacer, &rules, None).await.unwrap());
+        let sent_at = clock.now_ms();
+        pacer
+            .penalize(BUCKET, None, 0, Some(sent_at))
+            .await
+            .unwrap();
+        pacer.penalize(BUCKET, None, 0, None).await.unwrap();
+        sent_at
+    });
+    let penalties = port.penalties.borrow();
+    let sent = penalties.iter().map(|p| p.sent_at_ms).collect::<Vec<_>>();
+    assert_eq!(sent.len(), 2);
+    let on_gateway = sent[0].expect("the first report says when its call went out");
+    // Within the clock estimate's error: half the fastest round trip.
+    assert!(
+        on_gateway.abs_diff(sent_at + 400) <= 10,
+        "the isolate's {sent_at} read on the gateway's clock: {on_gateway}"
+    );
+    assert_eq!(sent[1], None, "a report that does not know says nothing");
+}

@@ -353,6 +353,11 @@ impl Bucket {
     /// granted at the old rate and due before then would all be refused.
     /// Clients told of the hold send none of them, and 429s from those sent
     /// anyway are that same overload, not a reason to wait longer.
+    ///
+    /// `sent_at` is when the refused call went out, as its client said: the
+    /// 429 is counted there, and the cut reads the second before it. A time
+    /// after the report, or before what the counts still hold, is a
+    /// client's mistake (or a lie) and is read as the report's.
     pub fn penalize(&mut self, now: Micros, cooldown_us: Micros, sent_at: Option<Micros>) {
         // Returned times were spaced for the rate the provider just
         // refused, and a time granted before may not come back after.

@@ -149,15 +149,15 @@ export function createLimiter(options) {
   }
 
   /**
-   * The handle `schedule` gives its call: when it went out, and the one
-   * way to report that the provider refused it.
+   * The handle `schedule` gives its call (when it went out, and the one
+   * way to report that the provider refused it), and whether it did.
    * @param {number} sentAtMs
-   * @returns {import("./limiter.js").ScheduledCall & { readonly wasRefused: () => boolean }}
+   * @returns {{ call: import("./limiter.js").ScheduledCall, wasRefused: () => boolean }}
    */
   function scheduledCall(sentAtMs) {
     /** @type {Promise<void> | undefined} */
     let report;
-    return Object.freeze({
+    const call = Object.freeze({
       sentAtMs,
       /** @param {{ cooldownMs: number }} input */
       refused(input) {
@@ -176,8 +176,8 @@ export function createLimiter(options) {
         );
         return report;
       },
-      wasRefused: () => report !== undefined,
     });
+    return { call, wasRefused: () => report !== undefined };
   }
 
   /**
@@ -191,14 +191,14 @@ export function createLimiter(options) {
     const { signal, waitUntil } = callOptions(options);
     const permit = await state.acquire(signal === undefined ? bucket : { ...bucket, signal });
     try {
-      const call = scheduledCall(Date.now());
+      const { call, wasRefused } = scheduledCall(Date.now());
       const result = await fn(call);
       // The call is over: told so, the pacer learns how long calls take
       // and keeps the permits a caller back from one will draw, rather
       // than giving them back to the gateway and asking again. A refused
       // call was reported as such; a call that throws tells nothing (its
       // failure may not be the provider's).
-      if (!call.wasRefused()) state.observeSuccess(bucketRef);
+      if (!wasRefused()) state.observeSuccess(bucketRef);
       return result;
     } finally {
       const released = permit.release();

@@ -30,6 +30,20 @@ function recordingPort() {
   return { port, posted };
 }
 
+/**
+ * Every bucket a limiter's state is told a call was done for. Each report
+ * still reaches the state: a bucket it refused would fail the schedule.
+ */
+function recordSuccesses(limiter) {
+  const reported = [];
+  const observe = limiter.state.observeSuccess.bind(limiter.state);
+  limiter.state.observeSuccess = (bucket) => {
+    reported.push(bucket);
+    observe(bucket);
+  };
+  return reported;
+}
+
 async function codeOf(fn) {
   try {
     await fn();
@@ -59,13 +73,7 @@ describe("createLimiter", () => {
 
   test("schedule tells the pacer each call that returned is done, and nothing of one that threw", async () => {
     const limiter = P.createLimiter({ bucketId: "b", rules: RULES });
-    const reported = [];
-    const observe = limiter.state.observeSuccess.bind(limiter.state);
-    // Calls through: a bucket the state refused would fail the schedule.
-    limiter.state.observeSuccess = (bucket) => {
-      reported.push(bucket);
-      observe(bucket);
-    };
+    const reported = recordSuccesses(limiter);
     assert.equal(await limiter.schedule(() => "one"), "one");
     await assert.rejects(
       limiter.schedule(() => Promise.reject(new Error("the call failed"))),
@@ -78,12 +86,7 @@ describe("createLimiter", () => {
   test("schedule's call.refused reports the 429 with the call's send time, and not as a call done", async () => {
     const { port, posted } = recordingPort();
     const limiter = P.createLimiter({ port, bucketId: "b", rules: RULES });
-    const successes = [];
-    const observe = limiter.state.observeSuccess.bind(limiter.state);
-    limiter.state.observeSuccess = (bucket) => {
-      successes.push(bucket);
-      observe(bucket);
-    };
+    const successes = recordSuccesses(limiter);
     let sentAtMs;
     const answer = await limiter.schedule(async (call) => {
       sentAtMs = call.sentAtMs;

@@ -223,6 +223,29 @@ describe("a failed penalize", () => {
     await gov.reportProviderBackpressure({ provider: "Apollo.io", toolId: "apollo.search", cooldownMs: 1000 });
     assert.equal(seen.penalize[0].bucketId, "org:apollo:apollo.search");
   });
+
+  test("a 429 reported with sentAtMs reaches the gateway with the refused call's send time; one that is no whole number is refused and sends nothing", async () => {
+    const { seen, rateState } = recordingPort();
+    const gov = governor(rateState);
+    await (await gov.acquireToolSlot({ toolId: "apollo.search" })).release();
+    const sentAtMs = Date.now() - 300;
+    await gov.reportProviderBackpressure({ provider: "apollo", toolId: "apollo.search", cooldownMs: 1000, sentAtMs });
+    assert.equal(seen.penalize.length, 1);
+    // The in-process gateway's clock is this isolate's, give or take the
+    // offset the pacer measured.
+    const sent = seen.penalize[0].sentAtMs;
+    assert.ok(Math.abs(sent - sentAtMs) <= 50, `${sent} for ${sentAtMs}`);
+    await gov.reportProviderBackpressure({ provider: "apollo", cooldownMs: 1000 });
+    assert.equal(seen.penalize[1].sentAtMs, undefined, "no send time given, none sent");
+    for (const bad of [-1, 1.5, "0", Number.NaN, 2 ** 60]) {
+      const error = await expectCode(
+        gov.reportProviderBackpressure({ provider: "apollo", cooldownMs: 1000, sentAtMs: bad }),
+        "INVALID_INPUT",
+      );
+      assert.match(error.message, /input\.sentAtMs/);
+    }
+    assert.equal(seen.penalize.length, 2, "a refused report reaches no gateway");
+  });
 });
 
 describe("a 429 that asked for no wait", () => {

@@ -77,6 +77,7 @@ async function use(): Promise<number> {
   const child: Governor = await governor.forkInlineChild({ childPlayName: "b", childRunId: "run-b" });
   child.observeToolSuccess({ toolId: "p.search", latencyMs: 120 });
   await child.chargeBudget({ kind: "retry", amount: 0 });
+  await child.reportProviderBackpressure({ provider: "p", toolId: "p.search", cooldownMs: 1000, sentAtMs: Date.now() });
   return child.resolveRowConcurrency(-1) + (await governor.suggestedParallelism({ toolId: "p.search", fallback: 4 }));
 }
 void use;

@@ -17,15 +17,19 @@ impl Governor {
     /// A provider answered 429 and asked for `retry_after_ms` of quiet. It
     /// goes to the bucket `tool_id` drew its permit from (a credential's own
     /// bucket, say), whatever the provider is called here, else to the
-    /// org's bucket of the provider.
+    /// org's bucket of the provider. `sent_at`, on this isolate's clock, is
+    /// when the refused call went out: the gateway then weighs the 429
+    /// against what the provider accepted before that call, where the time
+    /// of the report would also count calls sent after it.
     pub async fn report_provider_backpressure(
         &self,
         provider: &str,
         tool_id: Option<&str>,
         retry_after_ms: Millis,
+        sent_at: Option<Millis>,
     ) -> Result<()> {
         let scope = self.feedback_scope(provider, tool_id);
-        self.penalize(&scope, retry_after_ms, None).await
+        self.penalize(&scope, retry_after_ms, sent_at).await
     }
 
     /// The bucket feedback about `provider` goes to: the one `tool_id` last

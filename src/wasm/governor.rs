@@ -9,7 +9,7 @@ use super::error::budget_kind;
 use super::js::{promise, rejected, to_js};
 use super::leases::{JsToolLease, JsWorkLease};
 use super::rate_input::header_of;
-use super::reader::{settle, ObjectArg};
+use super::reader::{settle, ObjectArg, MAX_SAFE_INTEGER};
 use super::runtime::{AbortBridge, JsAbortSignal, JsRuntime};
 use crate::error::{Error, Result};
 use crate::governor::{CallError, CallOptions, Governor, ProviderResponse, QuotaHeaders};
@@ -194,39 +194,35 @@ impl JsGovernor {
 
     /// A provider's 429 seen outside `callTool`: the cooldown it asked for
     /// (its `Retry-After`, in ms) goes to the bucket the tool's calls go to.
-    /// A 429 that asked for no wait (0) still cuts the bucket's rate.
+    /// A 429 that asked for no wait (0) still cuts the bucket's rate. With
+    /// `sentAtMs` (this isolate's `Date.now()` when the refused call went
+    /// out) the gateway weighs the 429 against what the provider accepted
+    /// before that call, not before the report, which with slow answers
+    /// would count calls sent after it.
     #[wasm_bindgen(js_name = reportProviderBackpressure, unchecked_return_type = "Promise<void>")]
     pub fn report_provider_backpressure(
         &self,
         #[wasm_bindgen(
-            unchecked_param_type = "{ provider: string; toolId?: string; cooldownMs: number }"
+            unchecked_param_type = "{ provider: string; toolId?: string; cooldownMs: number; sentAtMs?: number }"
         )]
         input: JsValue,
     ) -> Promise {
-        let read = || -> Result<_> {
-            let o = input_of(&input, "{ provider, toolId?, cooldownMs }")?;
-            o.only(&["provider", "toolId", "cooldownMs"])?;
+        let g = self.inner.clone();
+        promise(async move {
+            let o = input_of(&input, "{ provider, toolId?, cooldownMs, sentAtMs? }")?;
+            o.only(&["provider", "toolId", "cooldownMs", "sentAtMs"])?;
             // Rounded up: a wait the provider asked for is never cut short.
             let cooldown = o
                 .opt_duration("cooldownMs")?
                 .ok_or_else(|| Error::invalid("input.cooldownMs is required (ms)"))?
                 .ceil() as u64;
-            Ok((
-                o.string("provider", MAX_ID_BYTES)?,
-                o.opt_string("toolId", MAX_ID_BYTES)?,
-                cooldown,
-            ))
-        };
-        let (provider, tool, cooldown) = match read() {
-            Ok(read) => read,
-            Err(e) => return rejected(e),
-        };
-        let g = self.inner.clone();
-        promise(async move {
+            let provider = o.string("provider", MAX_ID_BYTES)?;
+            let tool = o.opt_string("toolId", MAX_ID_BYTES)?;
+            let sent_at = o.opt_integer("sentAtMs", MAX_SAFE_INTEGER)?;
             // Governor::report_provider_backpressure's two steps, without
             // its future round the pacer's.
             let scope = g.feedback_scope(&provider, tool.as_deref());
-            g.penalize(&scope, cooldown, None).await?;
+            g.penalize(&scope, cooldown, sent_at).await?;
             Ok(JsValue::UNDEFINED)
         })
     }

@@ -44,7 +44,7 @@ fn a_429_for_a_tool_penalizes_the_bucket_its_permit_came_from() {
         drop(g.acquire_tool_slot("apollo.search", None).await.unwrap());
         // The provider's latest resolved scope is now Y's.
         drop(g.acquire_tool_slot("apollo.enrich", None).await.unwrap());
-        g.report_provider_backpressure("apollo", Some("apollo.search"), 2_000)
+        g.report_provider_backpressure("apollo", Some("apollo.search"), 2_000, None)
             .await
             .unwrap();
     });
@@ -67,10 +67,10 @@ fn backpressure_without_a_known_tool_goes_to_the_orgs_bucket() {
     credential_scopes(&mut config);
     let gov = Governor::new(config).unwrap();
     block_on(&rig.rt, async move {
-        gov.report_provider_backpressure("apollo", None, 1_000)
+        gov.report_provider_backpressure("apollo", None, 1_000, None)
             .await
             .unwrap();
-        gov.report_provider_backpressure("apollo", Some("never.called"), 1_000)
+        gov.report_provider_backpressure("apollo", Some("never.called"), 1_000, None)
             .await
             .unwrap();
     });
@@ -87,7 +87,7 @@ fn a_429_reported_under_another_provider_name_lands_in_the_tools_remembered_scop
     block_on(&rig.rt, async move {
         drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
         // The host names the provider differently from its pacing table.
-        gov.report_provider_backpressure("Apollo.io", Some("apollo.search"), 2_000)
+        gov.report_provider_backpressure("Apollo.io", Some("apollo.search"), 2_000, None)
             .await
             .unwrap();
         gov.observe_provider_success("Apollo.io", Some("apollo.search"), None);
@@ -136,7 +136,7 @@ fn a_failed_penalize_names_the_bucket_and_keeps_the_ports_code() {
     let e = block_on(&rig.rt, async move {
         drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
         port.refuse.set(1);
-        gov.report_provider_backpressure("apollo", Some("apollo.search"), 1_000)
+        gov.report_provider_backpressure("apollo", Some("apollo.search"), 1_000, None)
             .await
             .unwrap_err()
     });
@@ -312,7 +312,7 @@ fn a_local_pacer_adapts_in_its_own_scheduler() {
     let gov = Governor::new(config).unwrap();
     block_on(&rig.rt, async move {
         drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
-        gov.report_provider_backpressure("apollo", Some("apollo.search"), 1_000)
+        gov.report_provider_backpressure("apollo", Some("apollo.search"), 1_000, None)
             .await
             .unwrap();
     });
@@ -334,7 +334,7 @@ fn suggested_parallelism_follows_the_buckets_live_rate() {
         // 5/s configured (the default pace), one second a call: five.
         let before = g.suggested_parallelism("clearbit.lookup", 3).await.unwrap();
         drop(g.acquire_tool_slot("clearbit.lookup", None).await.unwrap());
-        g.report_provider_backpressure("clearbit", Some("clearbit.lookup"), 1_000)
+        g.report_provider_backpressure("clearbit", Some("clearbit.lookup"), 1_000, None)
             .await
             .unwrap();
         let after = g.suggested_parallelism("clearbit.lookup", 3).await.unwrap();

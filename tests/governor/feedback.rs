@@ -61,6 +61,38 @@ fn a_429_for_a_tool_penalizes_the_bucket_its_permit_came_from() {
 }
 
 #[test]
+fn backpressure_reported_with_its_calls_send_time_passes_that_time_to_the_gateway() {
+    let rig = Rig::new();
+    let gov = Governor::new(rig.config()).unwrap();
+    let clock = rig.rt.clone();
+    let sent_at = block_on(&rig.rt, async move {
+        drop(gov.acquire_tool_slot("apollo.search", None).await.unwrap());
+        let sent_at = clock.now_ms();
+        gov.report_provider_backpressure("apollo", Some("apollo.search"), 0, Some(sent_at))
+            .await
+            .unwrap();
+        gov.report_provider_backpressure("apollo", Some("apollo.search"), 0, None)
+            .await
+            .unwrap();
+        sent_at
+    });
+    let penalties = rig.port.penalties.borrow();
+    let sent = penalties.iter().map(|p| p.sent_at_ms).collect::<Vec<_>>();
+    // The rig's gateway shares the isolate's clock: the time arrives as it
+    // was given, within the clock estimate's error.
+    let on_gateway = sent[0].expect("the first report says when its call went out");
+    assert!(
+        on_gateway.abs_diff(sent_at) <= 10,
+        "{sent_at} read on the gateway's clock: {on_gateway}"
+    );
+    assert_eq!(
+        sent[1..],
+        [None],
+        "a report that does not know says nothing"
+    );
+}
+
+#[test]
 fn backpressure_without_a_known_tool_goes_to_the_orgs_bucket() {
     let rig = Rig::new();
     let mut config = rig.config();

@@ -131,6 +131,7 @@ function validInputs() {
     acquire: { bucketId: "b", rules: R, requested: 1 },
     release: { bucketId: "b", rules: R, leaseIds: ["l"] },
     penalize: { bucketId: "b", cooldownMs: 10, sentAtMs: NOW },
+    backpressure: { provider: "p", toolId: "t", cooldownMs: 10, sentAtMs: NOW },
     charge: { rootRunId: "r", reservationId: "x", charges: [{ key: "toolCall", amount: 1, limit: 5 }] },
     permit: { bucketId: "b", rules: R },
     budget: { rootRunId: "r", charges: [{ key: "toolCall", amount: 1, limit: 5 }] },

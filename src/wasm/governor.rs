@@ -208,6 +208,9 @@ impl JsGovernor {
         input: JsValue,
     ) -> Promise {
         let g = self.inner.clone();
+        // Read in the promise's work, as chargeBudget's input is: a closure
+        // that read the fields first cost the client module more bytes
+        // than the fields themselves.
         promise(async move {
             let o = input_of(&input, "{ provider, toolId?, cooldownMs, sentAtMs? }")?;
             o.only(&["provider", "toolId", "cooldownMs", "sentAtMs"])?;

@@ -388,17 +388,15 @@ impl Bucket {
         } else if now >= a.event_until {
             let granted_until = self.last_at.unwrap_or(now).max(now);
             let refused = a.rate();
-            let accepted = match off_timeline {
-                false => self.throughput.accepted_in_last_second(sent, now, refused),
-                true => None,
-            };
+            // One reading for the cut and the hold. Calls off the timeline
+            // make it say nothing of the rate, but the window it read
+            // still frees when its first call leaves.
+            let reading = self.throughput.reading(sent, now, refused);
+            let accepted = reading.filter(|_| !off_timeline).map(|r| r.rps());
             let pause_fleet = a.cut(now, cooldown_us, granted_until, accepted);
             if !pause_fleet && a.rate() < HOLD_UNDER * refused {
                 // No longer than the provider asked the refused call to wait.
-                hold_until = self
-                    .throughput
-                    .window_frees_at(sent, now, refused)
-                    .map(|at| at.min(until));
+                hold_until = reading.map(|r| self.throughput.window_frees_at(&r).min(until));
             }
             pause_fleet
         } else {

@@ -45,6 +45,21 @@ pub(crate) const SENT_AT_REACH_US: Micros = KEEP_US - READ_REACH_US;
 /// so that it missed one (its figures hang on where its last probe falls).
 const LATE_ARRIVAL_US: Micros = 100_000;
 
+/// A second read before a 429: where it starts, and the calls the
+/// provider accepted in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Reading {
+    pub from: Micros,
+    pub accepted: u64,
+}
+
+impl Reading {
+    /// The calls accepted, a second.
+    pub fn rps(&self) -> f64 {
+        self.accepted as f64 * 1e6 / WINDOW_US as f64
+    }
+}
+
 /// Permits granted and 429s reported lately, counted per slot.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Throughput {
@@ -113,35 +128,26 @@ impl Throughput {
     /// never sent still counts, so every reading errs high, and the second
     /// before the report is read as well: the lower of the two is taken.
     /// `None` without evidence.
-    pub fn accepted_in_last_second(&self, sent: Micros, now: Micros, rate: f64) -> Option<f64> {
-        self.reading(sent, now, rate)
-            .map(|(_, accepted)| accepted as f64 * 1e6 / WINDOW_US as f64)
+    pub fn reading(&self, sent: Micros, now: Micros, rate: f64) -> Option<Reading> {
+        let at_send = self.busiest_second(sent, rate);
+        match (at_send, self.busiest_second(now, rate)) {
+            (Some(s), Some(r)) if r.accepted < s.accepted => Some(r),
+            (s, r) => s.or(r),
+        }
     }
 
     /// When the provider's window, full at the 429, has room again: the
-    /// second read by [`Throughput::accepted_in_last_second`] frees as its
-    /// first call leaves it, one window after the first slot in which a
-    /// permit was granted, and `LATE_ARRIVAL_US` more. `None` without a
-    /// reading.
-    pub fn window_frees_at(&self, sent: Micros, now: Micros, rate: f64) -> Option<Micros> {
-        let (from, _) = self.reading(sent, now, rate)?;
+    /// second `reading` read frees as its first call leaves it, one window
+    /// after the first slot in which a permit was granted, and
+    /// `LATE_ARRIVAL_US` more.
+    pub fn window_frees_at(&self, reading: &Reading) -> Micros {
+        let from = reading.from;
         let first = self
             .granted
             .iter()
             .find(|&&(s, n)| s >= from && n > 0)
             .map_or(from, |&(s, _)| s);
-        Some(first + WINDOW_US + LATE_ARRIVAL_US)
-    }
-
-    /// The start of the second read for a 429, and the calls the provider
-    /// accepted in it: the lower of the readings before the send and
-    /// before the report.
-    fn reading(&self, sent: Micros, now: Micros, rate: f64) -> Option<(Micros, u64)> {
-        let at_send = self.busiest_second(sent, rate);
-        match (at_send, self.busiest_second(now, rate)) {
-            (Some(s), Some(r)) if r.1 < s.1 => Some(r),
-            (s, r) => s.or(r),
-        }
+        first + WINDOW_US + LATE_ARRIVAL_US
     }
 
     /// The second ending at or a few slots before `at` in which the
@@ -153,7 +159,7 @@ impl Throughput {
     /// second in which fewer than `MIN_READ_SHARE` of the rate (and
     /// `MIN_READ_GRANTS`) were granted says what clients asked for, not
     /// what the provider takes.
-    fn busiest_second(&self, at: Micros, rate: f64) -> Option<(Micros, u64)> {
+    fn busiest_second(&self, at: Micros, rate: f64) -> Option<Reading> {
         let enough = (rate * MIN_READ_SHARE).max(MIN_READ_GRANTS as f64);
         let end = at - at % SLOT_US + SLOT_US;
         (0..SHIFTS)
@@ -165,8 +171,8 @@ impl Throughput {
                 (from, granted, granted.saturating_sub(refused))
             })
             .filter(|&(_, granted, _)| granted as f64 >= enough)
-            .map(|(from, _, accepted)| (from, accepted))
-            .max_by_key(|&(from, accepted)| (accepted, std::cmp::Reverse(from)))
+            .map(|(from, _, accepted)| Reading { from, accepted })
+            .max_by_key(|r| (r.accepted, std::cmp::Reverse(r.from)))
     }
 }
 
@@ -187,8 +193,9 @@ mod tests {
             }
         }
         let rps = t
-            .accepted_in_last_second(2_950_000, 2_950_000, 20.0)
-            .expect("granted");
+            .reading(2_950_000, 2_950_000, 20.0)
+            .expect("granted")
+            .rps();
         assert!((rps - 8.0).abs() < 0.01, "{rps}");
     }
 
@@ -202,30 +209,25 @@ mod tests {
         }
         t.refused(650_000);
         t.refused(690_000);
-        let frees = t
-            .window_frees_at(690_000, 690_000, 25.0)
-            .expect("a reading");
+        let reading = t.reading(690_000, 690_000, 25.0).expect("a reading");
+        let frees = t.window_frees_at(&reading);
         assert_eq!(
             frees,
             1_000_000 + LATE_ARRIVAL_US,
             "the call at 25 ms leaves at 1 025 ms, later if it arrived late"
         );
-        assert_eq!(
-            t.window_frees_at(690_000, 690_000, 400.0),
-            None,
-            "no reading"
-        );
+        assert_eq!(t.reading(690_000, 690_000, 400.0), None, "no reading");
     }
 
     #[test]
     fn a_second_with_few_grants_is_no_reading_and_memory_stays_bounded() {
         let mut t = Throughput::default();
-        assert_eq!(t.accepted_in_last_second(5_000_000, 5_000_000, 20.0), None);
+        assert_eq!(t.reading(5_000_000, 5_000_000, 20.0), None);
         // Two calls and a 429: what clients asked for, not a limit.
         t.granted(4_500_000, 4_400_000);
         t.granted(4_600_000, 4_400_000);
         t.refused(4_700_000);
-        assert_eq!(t.accepted_in_last_second(4_700_000, 4_700_000, 20.0), None);
+        assert_eq!(t.reading(4_700_000, 4_700_000, 20.0), None);
         for i in 0..100_000 {
             t.granted(i * 1_000, 0);
         }

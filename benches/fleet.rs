@@ -25,7 +25,8 @@ mod adaptive;
 use adaptive::{
     adaptive_over_phases_timing_and_latency, demo_through_call_tool,
     demo_through_stalling_call_tool, drifting_limit_phases, hidden_limit_found, hidden_limit_rises,
-    hidden_limit_rises_part_way, machine_timing, rising_limit_row, rising_limit_rows,
+    hidden_limit_rises_part_way, ideal_prober_by_429_budget, machine_timing, rising_limit_row,
+    rising_limit_rows,
 };
 
 fn row(
@@ -396,6 +397,9 @@ fn main() {
         hidden_limit_rises(h);
         hidden_limit_rises_part_way(h);
         rising_limit_rows(h);
+        if h == 1_000 {
+            ideal_prober_by_429_budget();
+        }
         row(
             "gateway down 40-45 s, budget charged per call",
             h,

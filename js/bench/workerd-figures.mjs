@@ -1,7 +1,8 @@
 // Figures measured in workerd (through miniflare), from outside: workerd's
 // clocks only move across I/O, so a Worker cannot time its own compute.
 //  - cold start: the first request to a fresh Worker (which instantiates the
-//    .wasm) minus a warm request's time;
+//    .wasm) minus a warm request's time, beside the same for a Worker
+//    without paceline (workerd's own);
 //  - a cached-permit acquire from JS: one request lands a block of permits,
 //    the next draws N of them, all due by then, and its time (less an
 //    empty request's) is divided by N;
@@ -34,16 +35,38 @@ export default {
   },
 };`;
 
-const probeOptions = await bundleWorkerSource("probe.mjs", probeSource);
+// workerd's own first request, the floor under the probe's: the same
+// Worker without paceline.
+const plainSource = `
+export default {
+  async fetch() {
+    return new Response("ok");
+  },
+};`;
 
-const cold = [];
-const warm = [];
-for (let i = 0; i < COLD_RUNS; i++) {
-  const mf = new Miniflare(probeOptions);
-  await mf.ready;
-  cold.push(await timeIt(async () => (await mf.dispatchFetch("http://probe/?n=0")).text()));
-  for (let j = 0; j < 5; j++) warm.push(await timeIt(async () => (await mf.dispatchFetch("http://probe/?n=0")).text()));
-  await mf.dispose();
+const probeOptions = await bundleWorkerSource("probe.mjs", probeSource);
+const plainOptions = await bundleWorkerSource("plain.mjs", plainSource);
+
+/** A fresh Worker's first request less a warm one's, medians over runs. */
+async function coldStart(options) {
+  const cold = [];
+  const warm = [];
+  for (let i = 0; i < COLD_RUNS; i++) {
+    const mf = new Miniflare(options);
+    await mf.ready;
+    cold.push(await timeIt(async () => (await mf.dispatchFetch("http://probe/?n=0")).text()));
+    for (let j = 0; j < 5; j++)
+      warm.push(await timeIt(async () => (await mf.dispatchFetch("http://probe/?n=0")).text()));
+    await mf.dispose();
+  }
+  return median(cold) - median(warm);
+}
+// Alternated, so that load on the machine falls on both alike.
+const probeCold = [];
+const plainCold = [];
+for (let round = 0; round < 3; round++) {
+  probeCold.push(await coldStart(probeOptions));
+  plainCold.push(await coldStart(plainOptions));
 }
 
 const mf = new Miniflare(probeOptions);
@@ -91,7 +114,10 @@ await gw.dispose();
 console.log("| figure (workerd via miniflare, measured from outside) | value |");
 console.log("|---|---|");
 console.log(
-  `| cold start: first request to a fresh Worker, less a warm one (median of ${COLD_RUNS}) | ${(median(cold) - median(warm)).toFixed(1)} ms |`,
+  `| cold start: a fresh Worker's first request (it builds a LocalRateState), less a warm one (medians of ${COLD_RUNS}, three rounds) | ${probeCold.map((ms) => ms.toFixed(1)).join(", ")} ms |`,
+);
+console.log(
+  `| the same for a Worker without paceline, alternated with it: workerd's own | ${plainCold.map((ms) => ms.toFixed(1)).join(", ")} ms |`,
 );
 console.log(`| cached-permit acquire + release from JS (median of 15 x ${DRAWS}) | ${median(perDraw).toFixed(2)} µs |`);
 console.log(

@@ -50,13 +50,13 @@ fn under_a_hidden_limit_429s_stay_rare_and_throughput_stays_near_it_then_recover
     }
 }
 
-/// The row above passes at one phase: where the last refused probe falls
-/// against the rise. Over rises at each second of 56-64 s every run keeps
-/// its 429s after the first 5 s under 2%, and uses at least 95% of the
-/// hidden limit at the default horizon (94% at 2 s, where the slowest
-/// phase used 94.8%). How long each takes to use the rise is not pinned
-/// per phase: the slowest took 17.75 s and 18.75 s, past the canonical
-/// rise's 15 s.
+/// The test above holds at one phase of the rise against the probes (where
+/// the last refused probe falls decides its figures). Over rises at each
+/// second of 56-64 s every run keeps its 429s after the first 5 s under 2%,
+/// and uses at least 95% of the hidden limit at the default horizon (94%
+/// at 2 s, where the slowest phase used 94.8%). How long each takes to use
+/// the rise is not pinned per phase: the slowest took 17.75 s and 18.75 s,
+/// past the canonical rise's 15 s.
 #[test]
 fn under_a_hidden_limit_429s_stay_rare_whichever_phase_the_rise_meets() {
     for (horizon, min_used) in [(1_000, 0.95), (FLEET_HORIZON_MS, 0.94)] {

@@ -69,8 +69,8 @@ pub fn hidden_limit_rises(horizon: u64) {
             0 => String::new(),
             missed => format!(" ({missed} never)"),
         },
-        IDEAL_PROBE_EVERY_MS as f64 / 1e3,
-        IDEAL_PROBE_EVERY_MS as f64 / 2e3,
+        ideal_probe_every_ms(HIDDEN_LIMIT_429_BUDGET) as f64 / 1e3,
+        ideal_probe_every_ms(HIDDEN_LIMIT_429_BUDGET) as f64 / 2e3,
     );
 }
 
@@ -316,8 +316,8 @@ pub fn rising_limit_rows(horizon: u64) {
         runs.iter().map(|r| r.1).sum::<f64>() / n * 100.0,
         raised.join(", "),
         runs.iter().filter(|r| !r.2).count(),
-        ideal_prober_raised_half(RISES, IDEAL_PROBE_EVERY_MS).0 * 100.0,
-        ideal_prober_raised_half(RISES, IDEAL_PROBE_EVERY_MS).1 * 100.0,
+        ideal_prober_raised_half(RISES, ideal_probe_every_ms(HIDDEN_LIMIT_429_BUDGET)).0 * 100.0,
+        ideal_prober_raised_half(RISES, ideal_probe_every_ms(HIDDEN_LIMIT_429_BUDGET)).1 * 100.0,
         start.elapsed().as_secs_f64() * 1e3,
     );
     rising_limit_with_jitter_row(horizon);
@@ -397,10 +397,6 @@ const HIDDEN_LIMIT_429_BUDGET: f64 = 0.02;
 fn ideal_probe_every_ms(budget: f64) -> u64 {
     (1_000.0 / (budget * 8.0)) as u64
 }
-
-/// How often the ideal prober probes within the hidden-limit scenario's
-/// 2% of 429s.
-const IDEAL_PROBE_EVERY_MS: u64 = (1_000.0 / (HIDDEN_LIMIT_429_BUDGET * 8.0)) as u64;
 
 /// The best any limiter that learns of a rise only from a call accepted
 /// past the old limit can expect of b's raised half, given the 429s the

@@ -6,7 +6,7 @@
 use paceline::sim::run_fleet;
 use paceline::sim::scenarios::{
     accepted_rps, drifting_limit, drifting_limit_at, fixed_window_quota, hidden_limit,
-    noisy_provider, noisy_provider_streamed_slots, overstated_rule,
+    hidden_limit_rising_at, noisy_provider, noisy_provider_streamed_slots, overstated_rule,
     overstated_rule_through_call_tool, overstated_rule_through_stalling_call_tool, provider_outage,
     rate_bound_slots, rising_limit, rising_limit_at, rising_stated_limit,
     slot_bound_through_an_outage, slot_bound_under_a_cut, slow_answers, time_to_reach,
@@ -62,9 +62,7 @@ fn under_a_hidden_limit_429s_stay_rare_whichever_phase_the_rise_meets() {
     for (horizon, min_used) in [(1_000, 0.95), (FLEET_HORIZON_MS, 0.94)] {
         for second in 56..=64 {
             let rise = second * 1_000;
-            let mut config = hidden_limit(horizon);
-            config.true_limit = vec![(0, 8), (rise, 20)];
-            let r = run_fleet(&config);
+            let r = run_fleet(&hidden_limit_rising_at(horizon, rise, 20));
             let share = r.rejection_share(5_000, rise);
             assert!(
                 share < 0.02,

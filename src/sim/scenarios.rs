@@ -180,6 +180,13 @@ pub fn hidden_limit(horizon_ms: Millis) -> FleetConfig {
 
 pub const LIMIT_RISES_AT_MS: Millis = 60_000;
 
+/// [`hidden_limit`] with its 8/s rising to `to` at `rise_ms` instead.
+pub fn hidden_limit_rising_at(horizon_ms: Millis, rise_ms: Millis, to: u64) -> FleetConfig {
+    let mut c = hidden_limit(horizon_ms);
+    c.true_limit = vec![(0, 8), (rise_ms, to)];
+    c
+}
+
 /// The gateway refuses connections from 40 s to 45 s; every call charges
 /// one `toolCall` unit through the gateway's budget.
 pub fn gateway_outage(horizon_ms: Millis) -> FleetConfig {

@@ -52,6 +52,7 @@ pub fn hidden_limit_rises(horizon: u64) {
     let refused: usize = runs.iter().map(|r| r.3.refused).sum();
     let probed_ms: u64 = (56..=64u64).map(|s| s * 1_000 - FOUND_BY_MS).sum();
     let used: Vec<u64> = runs.iter().filter_map(|r| r.3.rise_used_after).collect();
+    let ideal_every_s = ideal_probe_every_ms(HIDDEN_LIMIT_429_BUDGET) as f64 / 1e3;
     println!(
         "| same runs, how the limit was probed from 5 s to the rise | {horizon} | | | | | a failed probe every {:.1} s, {:.2} 429s each; the rise first used (a second holding more than 8 accepted) {:.1} s after it on average, {:.1} s at worst{}; the ideal prober: a probe every {:.2} s, one 429 each, the rise used {:.1} s after it on average | |",
         probed_ms as f64 / 1e3 / probes.max(1) as f64,
@@ -62,8 +63,8 @@ pub fn hidden_limit_rises(horizon: u64) {
             0 => String::new(),
             missed => format!(" ({missed} never)"),
         },
-        ideal_probe_every_ms(HIDDEN_LIMIT_429_BUDGET) as f64 / 1e3,
-        ideal_probe_every_ms(HIDDEN_LIMIT_429_BUDGET) as f64 / 2e3,
+        ideal_every_s,
+        ideal_every_s / 2.0,
     );
 }
 

@@ -173,16 +173,14 @@ pub const SLOT_BOUND_RPS: f64 = 5.0 / 0.3;
 /// The provider's true limit is 40% of the configured 20 req/s until 60 s,
 /// then back at 20.
 pub fn hidden_limit(horizon_ms: Millis) -> FleetConfig {
-    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
-    c.true_limit = vec![(0, 8), (LIMIT_RISES_AT_MS, 20)];
-    c
+    hidden_limit_rising_at(horizon_ms, LIMIT_RISES_AT_MS, 20)
 }
 
 pub const LIMIT_RISES_AT_MS: Millis = 60_000;
 
 /// [`hidden_limit`] with its 8/s rising to `to` at `rise_ms` instead.
 pub fn hidden_limit_rising_at(horizon_ms: Millis, rise_ms: Millis, to: u64) -> FleetConfig {
-    let mut c = hidden_limit(horizon_ms);
+    let mut c = with_horizon(FleetConfig::saturated(), horizon_ms);
     c.true_limit = vec![(0, 8), (rise_ms, to)];
     c
 }

@@ -28,7 +28,12 @@
 // trip it timed; so about 15 ms of those first permits is that wait.
 // Another column builds the full module's LocalRateState at the module's
 // top level instead, so startup pays for it and the first request only
-// uses it.
+// uses it. A last one builds what would stand in for LocalRateState if
+// no module held both the pacer and the scheduler: a GatewayRateState of
+// the client module over coreTransport to a GatewayCore of the gateway
+// module, both in the Worker's isolate (two modules, each under 100 KB,
+// meeting only through the transport's bytes; the pacer cannot tell that
+// scheduler shares its clock, so its first permit waits the default lead).
 // A second table times, in the same runs, the Workers that host the
 // gateway, each as its first request less a warm one and its startup:
 //  - the gateway Worker alone (js/examples/gateway-worker.mjs), sent the
@@ -96,6 +101,16 @@ packages.push({
   specifier: "paceline",
   module: "paceline",
   atModuleScope: true,
+  workerdOnly: true,
+});
+packages.push({
+  name: "this build, paceline/client + paceline/gateway in one isolate",
+  dir: pkgDir,
+  specifier: "paceline/client",
+  module: "paceline_client",
+  alongside: "paceline_gateway",
+  pair: true,
+  workerdOnly: true,
 });
 if (values.baseline)
   packages.push({ name: "baseline", dir: values.baseline, specifier: "paceline", module: "paceline" });
@@ -173,13 +188,22 @@ const hosts = [
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-const newState = (p) =>
-  p.remote
-    ? 'new GatewayRateState(fetchPort({ fetch: (url, init) => env.GATEWAY.fetch(url, init), baseUrl: "http://gateway" }), { blockHorizonMs: 1000 })'
-    : "new LocalRateState({ blockHorizonMs: 1000 })";
+const newState = (p) => {
+  if (p.remote)
+    return 'new GatewayRateState(fetchPort({ fetch: (url, init) => env.GATEWAY.fetch(url, init), baseUrl: "http://gateway" }), { blockHorizonMs: 1000 })';
+  if (p.pair) return "new GatewayRateState(coreTransport(new GatewayCore()), { blockHorizonMs: 1000 })";
+  return "new LocalRateState({ blockHorizonMs: 1000 })";
+};
+
+const imports = (p) => {
+  if (p.remote) return `import { GatewayRateState, fetchPort } from "${p.specifier}";`;
+  if (p.pair)
+    return `import { GatewayRateState } from "${p.specifier}";\nimport { GatewayCore, coreTransport } from "paceline/gateway";`;
+  return `import { LocalRateState } from "${p.specifier}";`;
+};
 
 const probeSource = (p) => `
-import { ${p.remote ? "GatewayRateState, fetchPort" : "LocalRateState"} } from "${p.specifier}";
+${imports(p)}
 let pacer${p.atModuleScope ? ` = ${newState(p)}` : ""};
 export default {
   async fetch(request, env) {
@@ -257,6 +281,15 @@ function sizeOf(dir, module) {
   return { raw: statSync(wasmPath).size, gzip: gzipSync(readFileSync(wasmPath), { level: 9 }).length };
 }
 
+// The .wasm files a Worker ships, each and in all.
+function shippedSize(dir, modules) {
+  if (!modules.length) return "";
+  const sizes = modules.map((m) => sizeOf(dir, m));
+  const sum = (k) =>
+    sizes.length > 1 ? `${sizes.map((s) => s[k]).join(" + ")} = ${sizes.reduce((a, s) => a + s[k], 0)}` : sizes[0][k];
+  return `${sum("raw")} B raw, ${sum("gzip")} B gzip -9`;
+}
+
 const empty = {
   options: await bundleWorkerSource("empty.mjs", emptySource),
   workerd: [],
@@ -278,8 +311,7 @@ for (const [i, p] of packages.entries()) {
   p.workerdPermit = [];
   p.startup = [];
   p.node = { compile: [], instantiate: [], firstPermit: [], total: [] };
-  const { raw, gzip } = sizeOf(p.dir, p.module);
-  p.size = `${raw} B raw, ${gzip} B gzip -9`;
+  p.size = shippedSize(p.dir, p.alongside ? [p.module, p.alongside] : [p.module]);
 }
 for (const [i, h] of hosts.entries()) {
   const bundle = await bundleWorkerSource(`host-${i}.mjs`, h.source);
@@ -289,10 +321,7 @@ for (const [i, h] of hosts.entries()) {
   h.workerd = [];
   h.lessFresh = [];
   h.startup = [];
-  const sizes = h.modules.map((m) => sizeOf(pkgDir, m));
-  const sum = (k) =>
-    sizes.length > 1 ? `${sizes.map((s) => s[k]).join(" + ")} = ${sizes.reduce((a, s) => a + s[k], 0)}` : sizes[0][k];
-  h.size = sizes.length ? `${sum("raw")} B raw, ${sum("gzip")} B gzip -9` : "";
+  h.size = shippedSize(pkgDir, h.modules);
 }
 
 async function inWorkerd(p) {
@@ -334,7 +363,7 @@ for (let i = 0; i < runs; i++) {
   await inWorkerd(empty);
   for (const p of packages) {
     await inWorkerd(p);
-    if (p.atModuleScope) continue;
+    if (p.workerdOnly) continue;
     await inWorkerd(p.importOnly);
 
     const out = JSON.parse(
@@ -346,11 +375,11 @@ for (let i = 0; i < runs; i++) {
   for (const h of hosts) await inWorkerd(h);
 }
 
-for (const p of packages) if (!p.atModuleScope) p.compiled = compiledByPhase(p);
+for (const p of packages) if (!p.workerdOnly) p.compiled = compiledByPhase(p);
 
 const f = (x) => `${x.toFixed(2)} ms`;
 console.log(
-  "(*) a LocalRateState; for paceline/client and paceline/limiter, which have none, a GatewayRateState over a gateway (see above)",
+  "(*) a LocalRateState; for paceline/client and paceline/limiter, which have none, a GatewayRateState over a gateway Worker; for paceline/client + paceline/gateway, one over a GatewayCore in the same isolate (see above)",
 );
 console.log(`| cold start (median of ${runs}) | ${packages.map((p) => p.name).join(" | ")} |`);
 console.log(`|---|${packages.map(() => "---").join("|")}|`);

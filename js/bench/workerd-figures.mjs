@@ -1,8 +1,10 @@
-// Figures measured in workerd (through miniflare), from outside: workerd's
-// clocks only move across I/O, so a Worker cannot time its own compute.
+// Figures measured in workerd, from outside: workerd's clocks only move
+// across I/O, so a Worker cannot time its own compute.
 //  - cold start: the first request to a fresh Worker (which instantiates the
 //    .wasm) minus a warm request's time, beside the same for a Worker
-//    without paceline (workerd's own);
+//    without paceline (the floor under it), through Miniflare and against
+//    `workerd serve` itself (see lib/workerd-direct.mjs: Miniflare's own
+//    entry Worker is cold on a first request too);
 //  - a cached-permit acquire from JS: one request lands a block of permits,
 //    the next draws N of them, all due by then, and its time (less an
 //    empty request's) is divided by N;
@@ -12,6 +14,7 @@ import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { bundleWorker, bundleWorkerSource, repoRoot } from "../lib/bundle-worker.mjs";
 import { timeIt } from "./lib/time-it.mjs";
+import { firstRequestLessWarm, workerdFolder } from "./lib/workerd-direct.mjs";
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const DRAWS = 900;
@@ -61,12 +64,35 @@ async function coldStart(options) {
   }
   return median(cold) - median(warm);
 }
+/**
+ * The same against `workerd serve`, with no Miniflare in the path: the
+ * first request as soon as workerd listens (as a Worker started for a
+ * request serves it), or `idleMs` later.
+ */
+async function directColdStart(options, idleMs = 0) {
+  const dir = workerdFolder(options);
+  const firsts = [];
+  for (let i = 0; i < COLD_RUNS; i++) {
+    firsts.push(await firstRequestLessWarm(dir, { compatibilityDate: options.compatibilityDate, idleMs }));
+  }
+  return median(firsts);
+}
+const IDLE_MS = 300;
+
 // Alternated, so that load on the machine falls on both alike.
 const probeCold = [];
 const plainCold = [];
+const probeDirect = [];
+const plainDirect = [];
+const probeIdle = [];
+const plainIdle = [];
 for (let round = 0; round < 3; round++) {
   probeCold.push(await coldStart(probeOptions));
   plainCold.push(await coldStart(plainOptions));
+  probeDirect.push(await directColdStart(probeOptions));
+  plainDirect.push(await directColdStart(plainOptions));
+  probeIdle.push(await directColdStart(probeOptions, IDLE_MS));
+  plainIdle.push(await directColdStart(plainOptions, IDLE_MS));
 }
 
 const mf = new Miniflare(probeOptions);
@@ -111,14 +137,21 @@ await load(WARM_UP_MS);
 const served = await load(5_000);
 await gw.dispose();
 
-console.log("| figure (workerd via miniflare, measured from outside) | value |");
+const rounds = (xs) => `${xs.map((ms) => ms.toFixed(1)).join(", ")} ms`;
+console.log("| figure (workerd, measured from outside; through Miniflare unless said) | value |");
 console.log("|---|---|");
 console.log(
-  `| cold start: a fresh Worker's first request (it builds a LocalRateState), less a warm one (medians of ${COLD_RUNS}, three rounds) | ${probeCold.map((ms) => ms.toFixed(1)).join(", ")} ms |`,
+  `| cold start: a fresh Worker's first request (it builds a LocalRateState), less a warm one (medians of ${COLD_RUNS}, three rounds) | ${rounds(probeCold)} |`,
 );
+console.log(`| the same for a Worker without paceline, alternated with it | ${rounds(plainCold)} |`);
 console.log(
-  `| the same for a Worker without paceline, alternated with it: workerd's own | ${plainCold.map((ms) => ms.toFixed(1)).join(", ")} ms |`,
+  `| cold start as above, against workerd serve (no Miniflare), the first request as soon as it listens | ${rounds(probeDirect)} |`,
 );
+console.log(`| the same for a Worker without paceline: workerd's own | ${rounds(plainDirect)} |`);
+console.log(
+  `| cold start against workerd serve, the first request ${IDLE_MS} ms after it listens | ${rounds(probeIdle)} |`,
+);
+console.log(`| the same for a Worker without paceline | ${rounds(plainIdle)} |`);
 console.log(`| cached-permit acquire + release from JS (median of 15 x ${DRAWS}) | ${median(perDraw).toFixed(2)} µs |`);
 console.log(
   `| Durable Object gateway acquires for one bucket, 8 concurrent callers, after ${WARM_UP_MS / 1000} s of the same | ${(served / 5).toFixed(0)} req/s |`,

@@ -252,10 +252,11 @@ console.log(JSON.stringify({ compile: t2 - t1, instantiate: t4 - t2, firstPermit
 
 // The wasm code a first state and a first permit run. V8 compiles each
 // function at its first call, in Node and in workerd, so what a first
-// request runs for the first time, it compiles (in workerd a part of that
-// request's cost: code compiled at startup stays compiled, and a state
+// request runs for the first time, it compiles: against workerd itself
+// that is most of the request's cost (workerd-figures.mjs times it with
+// the module compiled at startup), though through Miniflare a state
 // built in the first request after one built and dropped at startup
-// still costs most of what it did). Counted from V8's
+// still costs most of what it did. Counted from V8's
 // trace in Node (workerd takes no V8 flags from Miniflare): a probe that
 // stops after each phase, each phase's figure the difference. V8 writes
 // its trace through a buffer of its own, so markers in the output could

@@ -39,11 +39,14 @@ export default {
 };`;
 
 // workerd's own first request, the floor under the probe's: the same
-// Worker without paceline.
+// Worker without paceline (it reads the same query).
 const plainSource = `
 export default {
-  async fetch() {
-    return new Response("ok");
+  async fetch(request) {
+    const url = new URL(request.url);
+    const n = Number(url.searchParams.get("n") ?? "0");
+    const bucketId = url.searchParams.get("b") ?? "b";
+    return new Response(n > 0 ? bucketId : "ok");
   },
 };`;
 
@@ -67,16 +70,20 @@ async function coldStart(options) {
 /**
  * The same against `workerd serve`, with no Miniflare in the path: the
  * first request as soon as workerd listens (as a Worker started for a
- * request serves it), or `idleMs` later.
+ * request serves it), or `idleMs` later; `v8Flags` for workerd's V8.
  */
-async function directColdStart(options, idleMs = 0) {
+async function directColdStart(options, { idleMs = 0, v8Flags = [] } = {}) {
   const dir = workerdFolder(options);
   const firsts = [];
   for (let i = 0; i < COLD_RUNS; i++) {
-    firsts.push(await firstRequestLessWarm(dir, { compatibilityDate: options.compatibilityDate, idleMs }));
+    firsts.push(await firstRequestLessWarm(dir, { compatibilityDate: options.compatibilityDate, idleMs, v8Flags }));
   }
   return median(firsts);
 }
+// V8 compiles a wasm function at its first call; with this flag it
+// compiles them all with the module, at startup, so what is left of the
+// first request's cost is not compiling.
+const EAGER = ["--no-wasm-lazy-compilation"];
 const IDLE_MS = 300;
 
 // Alternated, so that load on the machine falls on both alike.
@@ -86,13 +93,17 @@ const probeDirect = [];
 const plainDirect = [];
 const probeIdle = [];
 const plainIdle = [];
+const probeEager = [];
+const plainEager = [];
 for (let round = 0; round < 3; round++) {
   probeCold.push(await coldStart(probeOptions));
   plainCold.push(await coldStart(plainOptions));
   probeDirect.push(await directColdStart(probeOptions));
   plainDirect.push(await directColdStart(plainOptions));
-  probeIdle.push(await directColdStart(probeOptions, IDLE_MS));
-  plainIdle.push(await directColdStart(plainOptions, IDLE_MS));
+  probeIdle.push(await directColdStart(probeOptions, { idleMs: IDLE_MS }));
+  plainIdle.push(await directColdStart(plainOptions, { idleMs: IDLE_MS }));
+  probeEager.push(await directColdStart(probeOptions, { v8Flags: EAGER }));
+  plainEager.push(await directColdStart(plainOptions, { v8Flags: EAGER }));
 }
 
 const mf = new Miniflare(probeOptions);
@@ -152,6 +163,10 @@ console.log(
   `| cold start against workerd serve, the first request ${IDLE_MS} ms after it listens | ${rounds(probeIdle)} |`,
 );
 console.log(`| the same for a Worker without paceline | ${rounds(plainIdle)} |`);
+console.log(
+  `| cold start against workerd serve at once, V8 compiling the wasm at startup (${EAGER.join(" ")}) | ${rounds(probeEager)} |`,
+);
+console.log(`| the same for a Worker without paceline | ${rounds(plainEager)} |`);
 console.log(`| cached-permit acquire + release from JS (median of 15 x ${DRAWS}) | ${median(perDraw).toFixed(2)} µs |`);
 console.log(
   `| Durable Object gateway acquires for one bucket, 8 concurrent callers, after ${WARM_UP_MS / 1000} s of the same | ${(served / 5).toFixed(0)} req/s |`,

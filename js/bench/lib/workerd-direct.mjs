@@ -26,7 +26,7 @@ export function workerdFolder(bundle) {
   return dir;
 }
 
-function config(dir, port, compatibilityDate) {
+function config(dir, port, compatibilityDate, v8Flags) {
   const wasm = readdirSync(dir).filter((f) => f.endsWith(".wasm"));
   const modules = [
     '(name = "worker.mjs", esModule = embed "worker.mjs")',
@@ -36,6 +36,7 @@ function config(dir, port, compatibilityDate) {
 const config :Workerd.Config = (
   services = [ (name = "main", worker = .worker) ],
   sockets = [ (name = "http", address = "127.0.0.1:${port}", http = (), service = "main") ],
+  v8Flags = [ ${v8Flags.map((f) => JSON.stringify(f)).join(", ")} ],
 );
 const worker :Workerd.Worker = (
   modules = [ ${modules.join(", ")} ],
@@ -84,12 +85,12 @@ function timedGet(port) {
  * A fresh `workerd serve` of the Worker in `dir`: its first request, sent
  * `idleMs` after workerd listens, less the median of `warm` later ones,
  * each on a connection of its own. (An isolate left idle before its first
- * request serves it more slowly, with or without paceline: what it
- * compiled at startup is no longer all at hand.)
+ * request serves it more slowly, with or without paceline.) `v8Flags` go
+ * to workerd's V8, through its config.
  */
-export async function firstRequestLessWarm(dir, { compatibilityDate, idleMs = 0, warm = 5 }) {
+export async function firstRequestLessWarm(dir, { compatibilityDate, idleMs = 0, warm = 5, v8Flags = [] }) {
   const port = await freePort();
-  writeFileSync(join(dir, "config.capnp"), config(dir, port, compatibilityDate));
+  writeFileSync(join(dir, "config.capnp"), config(dir, port, compatibilityDate, v8Flags));
   const workerd = spawn(workerdPath, ["serve", "config.capnp"], { cwd: dir, stdio: ["ignore", "ignore", "inherit"] });
   const exited = new Promise((resolve) => workerd.on("exit", resolve));
   try {

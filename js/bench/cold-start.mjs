@@ -71,7 +71,7 @@ import { parseArgs } from "node:util";
 import { gzipSync } from "node:zlib";
 import { Miniflare } from "miniflare";
 import { bundleWorker, bundleWorkerSource, pkgDir, repoRoot } from "../lib/bundle-worker.mjs";
-import { timeIt } from "./lib/time-it.mjs";
+import { median, timeIt } from "./lib/time-it.mjs";
 
 const { values } = parseArgs({ options: { baseline: { type: "string" }, runs: { type: "string", default: "11" } } });
 const runs = Number(values.runs);
@@ -108,7 +108,6 @@ packages.push({
   dir: pkgDir,
   specifier: "paceline/client",
   module: "paceline_client",
-  alongside: "paceline_gateway",
   pair: true,
   workerdOnly: true,
 });
@@ -186,28 +185,30 @@ const hosts = [
   { name: "a Durable Object without paceline", source: objectOnlySource, modules: [], request: ["http://object/"] },
 ];
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-
-const newState = (p) => {
+// What a probe imports and the expression that makes its rate state.
+function stateOf(p) {
   if (p.remote)
-    return 'new GatewayRateState(fetchPort({ fetch: (url, init) => env.GATEWAY.fetch(url, init), baseUrl: "http://gateway" }), { blockHorizonMs: 1000 })';
-  if (p.pair) return "new GatewayRateState(coreTransport(new GatewayCore()), { blockHorizonMs: 1000 })";
-  return "new LocalRateState({ blockHorizonMs: 1000 })";
-};
-
-const imports = (p) => {
-  if (p.remote) return `import { GatewayRateState, fetchPort } from "${p.specifier}";`;
+    return {
+      imports: `import { GatewayRateState, fetchPort } from "${p.specifier}";`,
+      make: 'new GatewayRateState(fetchPort({ fetch: (url, init) => env.GATEWAY.fetch(url, init), baseUrl: "http://gateway" }), { blockHorizonMs: 1000 })',
+    };
   if (p.pair)
-    return `import { GatewayRateState } from "${p.specifier}";\nimport { GatewayCore, coreTransport } from "paceline/gateway";`;
-  return `import { LocalRateState } from "${p.specifier}";`;
-};
+    return {
+      imports: `import { GatewayRateState } from "${p.specifier}";\nimport { GatewayCore, coreTransport } from "paceline/gateway";`,
+      make: "new GatewayRateState(coreTransport(new GatewayCore()), { blockHorizonMs: 1000 })",
+    };
+  return {
+    imports: `import { LocalRateState } from "${p.specifier}";`,
+    make: "new LocalRateState({ blockHorizonMs: 1000 })",
+  };
+}
 
-const probeSource = (p) => `
-${imports(p)}
-let pacer${p.atModuleScope ? ` = ${newState(p)}` : ""};
+const probeSource = (p, { imports, make } = stateOf(p)) => `
+${imports}
+let pacer${p.atModuleScope ? ` = ${make}` : ""};
 export default {
   async fetch(request, env) {
-    pacer ??= ${newState(p)};
+    pacer ??= ${make};
     if (new URL(request.url).searchParams.has("permit")) {
       const rules = [{ requestsPerWindow: 1000000, windowMs: 1000 }];
       (await pacer.acquire({ bucketId: "b", rules })).release();
@@ -314,7 +315,7 @@ for (const [i, p] of packages.entries()) {
   p.workerdPermit = [];
   p.startup = [];
   p.node = { compile: [], instantiate: [], firstPermit: [], total: [] };
-  p.size = shippedSize(p.dir, p.alongside ? [p.module, p.alongside] : [p.module]);
+  p.size = shippedSize(p.dir, p.pair ? [p.module, "paceline_gateway"] : [p.module]);
 }
 for (const [i, h] of hosts.entries()) {
   const bundle = await bundleWorkerSource(`host-${i}.mjs`, h.source);

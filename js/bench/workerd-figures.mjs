@@ -13,10 +13,9 @@
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
 import { bundleWorker, bundleWorkerSource, repoRoot } from "../lib/bundle-worker.mjs";
-import { timeIt } from "./lib/time-it.mjs";
+import { median, timeIt } from "./lib/time-it.mjs";
 import { firstRequestLessWarm, workerdFolder } from "./lib/workerd-direct.mjs";
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const DRAWS = 900;
 const COLD_RUNS = 11;
 const WARM_UP_MS = 5_000;
@@ -85,25 +84,34 @@ async function directColdStart(options, { idleMs = 0, v8Flags = [] } = {}) {
 // first request's cost is not compiling.
 const EAGER = ["--no-wasm-lazy-compilation"];
 const IDLE_MS = 300;
+// The ways a first request is timed against workerd serve, each for the
+// probe and for the Worker without paceline.
+const directCases = [
+  {
+    label: "cold start as above, against workerd serve (no Miniflare), the first request as soon as it listens",
+    plainLabel: "the same for a Worker without paceline: workerd's own",
+    how: {},
+  },
+  {
+    label: `cold start against workerd serve, the first request ${IDLE_MS} ms after it listens`,
+    how: { idleMs: IDLE_MS },
+  },
+  {
+    label: `cold start against workerd serve at once, V8 compiling the wasm at startup (${EAGER.join(" ")})`,
+    how: { v8Flags: EAGER },
+  },
+].map((c) => ({ ...c, probe: [], plain: [] }));
 
 // Alternated, so that load on the machine falls on both alike.
 const probeCold = [];
 const plainCold = [];
-const probeDirect = [];
-const plainDirect = [];
-const probeIdle = [];
-const plainIdle = [];
-const probeEager = [];
-const plainEager = [];
 for (let round = 0; round < 3; round++) {
   probeCold.push(await coldStart(probeOptions));
   plainCold.push(await coldStart(plainOptions));
-  probeDirect.push(await directColdStart(probeOptions));
-  plainDirect.push(await directColdStart(plainOptions));
-  probeIdle.push(await directColdStart(probeOptions, { idleMs: IDLE_MS }));
-  plainIdle.push(await directColdStart(plainOptions, { idleMs: IDLE_MS }));
-  probeEager.push(await directColdStart(probeOptions, { v8Flags: EAGER }));
-  plainEager.push(await directColdStart(plainOptions, { v8Flags: EAGER }));
+  for (const c of directCases) {
+    c.probe.push(await directColdStart(probeOptions, c.how));
+    c.plain.push(await directColdStart(plainOptions, c.how));
+  }
 }
 
 const mf = new Miniflare(probeOptions);
@@ -155,18 +163,10 @@ console.log(
   `| cold start: a fresh Worker's first request (it builds a LocalRateState), less a warm one (medians of ${COLD_RUNS}, three rounds) | ${rounds(probeCold)} |`,
 );
 console.log(`| the same for a Worker without paceline, alternated with it | ${rounds(plainCold)} |`);
-console.log(
-  `| cold start as above, against workerd serve (no Miniflare), the first request as soon as it listens | ${rounds(probeDirect)} |`,
-);
-console.log(`| the same for a Worker without paceline: workerd's own | ${rounds(plainDirect)} |`);
-console.log(
-  `| cold start against workerd serve, the first request ${IDLE_MS} ms after it listens | ${rounds(probeIdle)} |`,
-);
-console.log(`| the same for a Worker without paceline | ${rounds(plainIdle)} |`);
-console.log(
-  `| cold start against workerd serve at once, V8 compiling the wasm at startup (${EAGER.join(" ")}) | ${rounds(probeEager)} |`,
-);
-console.log(`| the same for a Worker without paceline | ${rounds(plainEager)} |`);
+for (const c of directCases) {
+  console.log(`| ${c.label} | ${rounds(c.probe)} |`);
+  console.log(`| ${c.plainLabel ?? "the same for a Worker without paceline"} | ${rounds(c.plain)} |`);
+}
 console.log(`| cached-permit acquire + release from JS (median of 15 x ${DRAWS}) | ${median(perDraw).toFixed(2)} µs |`);
 console.log(
   `| Durable Object gateway acquires for one bucket, 8 concurrent callers, after ${WARM_UP_MS / 1000} s of the same | ${(served / 5).toFixed(0)} req/s |`,

@@ -5,3 +5,6 @@ export async function timeIt(fn) {
   await fn();
   return performance.now() - start;
 }
+
+/** The middle of the times (the upper one of an even count). */
+export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

@@ -11,6 +11,7 @@ import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import workerd from "workerd";
+import { median, timeIt } from "./time-it.mjs";
 
 // The package is CommonJS built from ESM: its binary's path is the
 // `default` export of its exports object.
@@ -65,14 +66,13 @@ const listening = (port) =>
     socket.on("error", () => resolve(false));
   });
 
-/** Milliseconds a GET of `/` takes on a new connection; throws unless 200. */
-function timedGet(port) {
+/** A GET of `/` on a new connection, read to its end; throws unless 200. */
+function get(port) {
   return new Promise((resolve, reject) => {
-    const start = performance.now();
     const req = request({ host: "127.0.0.1", port, path: "/", agent: false }, (res) => {
       res.resume();
       res.on("end", () => {
-        if (res.statusCode === 200) resolve(performance.now() - start);
+        if (res.statusCode === 200) resolve();
         else reject(new Error(`workerd answered ${res.statusCode}`));
       });
     });
@@ -100,11 +100,10 @@ export async function firstRequestLessWarm(dir, { compatibilityDate, idleMs = 0,
       await new Promise((r) => setTimeout(r, 5));
     }
     if (idleMs) await new Promise((r) => setTimeout(r, idleMs));
-    const first = await timedGet(port);
+    const first = await timeIt(() => get(port));
     const later = [];
-    for (let i = 0; i < warm; i++) later.push(await timedGet(port));
-    later.sort((a, b) => a - b);
-    return first - later[Math.floor(later.length / 2)];
+    for (let i = 0; i < warm; i++) later.push(await timeIt(() => get(port)));
+    return first - median(later);
   } finally {
     workerd.kill();
     await exited;
